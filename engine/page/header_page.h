@@ -1,0 +1,53 @@
+// Page 0: the database header. Written at create, on clean close and when the transaction-id
+// reservation block is used up (never once per transaction start, see architecture.md).
+//
+//   offset size field
+//   0      16   page header (type kHeader)
+//   16     8    magic "EMBERDB\0"
+//   24     4    format_version (kFormatVersion)
+//   28     4    page_size
+//   32     8    next_txn        no transaction id at or above this was handed out
+//   40     8    oit             oldest interesting (oldest not committed) transaction
+//   48     8    oat             oldest active transaction
+//   56     8    ost             oldest snapshot transaction
+//   64     4    page_count      pages allocated in the file (file size / page_size)
+//   68     4    first_tip       first TIP page
+//   72     4    catalog_pp      first pointer page of the catalog relation
+//   76     4    flags           bit 0: clean shutdown
+//   80     8    create_time_us  microseconds since the epoch
+//   88          (end of used area)
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "engine/page/page.h"
+
+namespace ember::page {
+
+constexpr uint32_t kFormatVersion = 1;
+constexpr std::string_view kMagic{"EMBERDB\0", 8};
+
+struct HeaderFields {
+  uint32_t format_version = kFormatVersion;
+  uint32_t page_size = kDefaultPageSize;
+  uint64_t next_txn = 1;
+  uint64_t oit = 1, oat = 1, ost = 1;
+  uint32_t page_count = 0;
+  PageNo first_tip = kNoPage;
+  PageNo catalog_pp = kNoPage;
+  uint32_t flags = 0;
+  uint64_t create_time_us = 0;
+};
+constexpr uint32_t kHeaderFlagCleanShutdown = 1;
+
+void WriteHeader(uint8_t* page, const HeaderFields& h);  // page already InitPage'd as kHeader
+// Reads and checks the fields (magic, version, page size): InvalidArgument "not an EmberDB
+// database" / FailedPrecondition "format version N not supported" naming `file_for_errors`.
+absl::Status ReadHeader(const uint8_t* page, HeaderFields* h, const char* file_for_errors);
+// Peeks at the page size of a header page read with kMinPageSize bytes (before the real size
+// is known). Same errors as ReadHeader.
+absl::Status PeekPageSize(const uint8_t* first_bytes, size_t n, uint32_t* page_size,
+                          const char* file_for_errors);
+
+}  // namespace ember::page

@@ -1,0 +1,28 @@
+// Little-endian fixed-width and varint encoding for on-disk formats. Every on-disk integer is
+// little-endian regardless of the host, read and written through these helpers.
+#pragma once
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace ember::util {
+
+inline void Put16(void* p, uint16_t v) { std::memcpy(p, &v, 2); }
+inline void Put32(void* p, uint32_t v) { std::memcpy(p, &v, 4); }
+inline void Put64(void* p, uint64_t v) { std::memcpy(p, &v, 8); }
+inline uint16_t Get16(const void* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
+inline uint32_t Get32(const void* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+inline uint64_t Get64(const void* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
+static_assert(std::endian::native == std::endian::little, "EmberDB assumes a little-endian host");
+
+// Appends `v` as a LEB128 varint (1-10 bytes).
+void PutVarint64(std::string* dst, uint64_t v);
+// Decodes a varint from the front of `*in`, advancing it. False if truncated or over-long.
+bool GetVarint64(std::string_view* in, uint64_t* v);
+// Zigzag mapping so small negative numbers encode short.
+inline uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+inline int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+
+}  // namespace ember::util

@@ -1,0 +1,28 @@
+// Sharded database counters and the thread-local counter sinks (see counters.h).
+#include "engine/util/counters.h"
+
+namespace ember::util {
+
+unsigned ShardedCounters::ShardIndex() {
+  static std::atomic<unsigned> next{0};
+  thread_local unsigned idx = next.fetch_add(1, std::memory_order_relaxed) % kShards;
+  return idx;
+}
+
+PageCounters ShardedCounters::Total() const {
+  PageCounters t;
+  for (const Shard& s : shards_) {
+    t.fetches += s.v[0].load(std::memory_order_relaxed);
+    t.marks += s.v[1].load(std::memory_order_relaxed);
+    t.reads += s.v[2].load(std::memory_order_relaxed);
+    t.writes += s.v[3].load(std::memory_order_relaxed);
+  }
+  return t;
+}
+
+CounterSinks& CurrentSinks() {
+  thread_local CounterSinks sinks;
+  return sinks;
+}
+
+}  // namespace ember::util
