@@ -1,0 +1,77 @@
+// Page allocation through the PIP bitmaps (see page_space.h).
+#include "engine/cache/page_space.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/page/pip.h"
+
+namespace ember::cache {
+
+PageSpace::PageSpace(BufferCache* cache, uint32_t page_count)
+    : cache_(cache), per_pip_(page::PagesPerPip(cache->page_size())), page_count_(page_count) {}
+
+uint32_t PageSpace::page_count() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return page_count_;
+}
+
+absl::StatusOr<PageRef> PageSpace::FetchPip(uint32_t k, bool create) {
+  const PageNo no = page::PipPageNo(k, cache_->page_size());
+  if (no < page_count_) return cache_->Fetch(no, LatchMode::kExclusive);
+  if (!create) return absl::NotFoundError("no such PIP");
+  absl::StatusOr<PageRef> r = cache_->FetchNew(no);
+  if (!r.ok()) return r.status();
+  page::InitPip(r->data(), cache_->page_size(), no, k * per_pip_);
+  page_count_ = no + 1;
+  return r;
+}
+
+absl::StatusOr<PageRef> PageSpace::Allocate(uint64_t txn) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (uint32_t k = hint_pip_;; ++k) {
+    const bool fresh = page::PipPageNo(k, cache_->page_size()) >= page_count_;
+    absl::StatusOr<PageRef> pip = FetchPip(k, /*create=*/true);
+    if (!pip.ok()) return pip.status();
+    if (fresh) pip->Mark(txn);
+    std::optional<PageNo> p = page::PipFindFree(pip->data(), cache_->page_size());
+    if (!p) {
+      hint_pip_ = k + 1;
+      continue;
+    }
+    page::PipSetFree(pip->data(), cache_->page_size(), *p, false);
+    pip->Mark(txn);
+    const PageNo pip_no = pip->page_no();
+    pip->Release();
+    if (*p >= page_count_) page_count_ = *p + 1;
+    absl::StatusOr<PageRef> page = cache_->FetchNew(*p);
+    if (!page.ok()) return page.status();
+    if (absl::Status s = cache_->AddPrecedence(*page, pip_no); !s.ok()) return s;
+    return page;
+  }
+}
+
+absl::Status PageSpace::Free(PageNo p, uint64_t txn, PageRef* unlinked_from) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (p < 2 || p >= page_count_) {
+    return absl::InvalidArgumentError(absl::StrCat("free of page ", p, ": not an allocated page"));
+  }
+  const uint32_t k = p / per_pip_;
+  absl::StatusOr<PageRef> pip = FetchPip(k, /*create=*/false);
+  if (!pip.ok()) return pip.status();
+  if (unlinked_from) {
+    if (absl::Status s = cache_->AddPrecedence(*pip, unlinked_from->page_no()); !s.ok()) return s;
+  }
+  page::PipSetFree(pip->data(), cache_->page_size(), p, true);
+  pip->Mark(txn);
+  if (k < hint_pip_) hint_pip_ = k;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> PageSpace::IsFree(PageNo p) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (p >= page_count_) return true;
+  absl::StatusOr<PageRef> pip = FetchPip(p / per_pip_, /*create=*/false);
+  if (!pip.ok()) return pip.status();
+  return page::PipIsFree(pip->data(), cache_->page_size(), p);
+}
+
+}  // namespace ember::cache

@@ -1,0 +1,44 @@
+// Page allocation over the PIPs (free-page bitmaps). Allocation marks the page used in its PIP
+// on behalf of a transaction and records "PIP before new page" precedence on the new page, so
+// any page that later links to the new one (and so must follow it to disk) also follows the PIP:
+// after a crash a reachable page is never free in its PIP. Unreachable-but-allocated pages are
+// what Validate() reports and frees.
+#pragma once
+#include <cstdint>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/cache/buffer_cache.h"
+
+namespace ember::cache {
+
+class PageSpace {
+ public:
+  // `page_count`: pages in use by the file format (header's page_count); PIPs beyond it do not
+  // exist yet.
+  PageSpace(BufferCache* cache, uint32_t page_count);
+
+  // A free page, marked used, returned zeroed and latched exclusively. The caller initialises it
+  // and marks it for `txn`.
+  absl::StatusOr<PageRef> Allocate(uint64_t txn);
+  // Marks `p` free. The caller makes sure nothing on disk links to it any more (e.g. the page
+  // that linked to it is written first: pass its ref to record that precedence) or that the
+  // page was never linked (rollback of a fresh allocation).
+  absl::Status Free(PageNo p, uint64_t txn, PageRef* unlinked_from = nullptr);
+  absl::StatusOr<bool> IsFree(PageNo p);
+
+  // One past the highest page ever allocated.
+  uint32_t page_count() const;
+
+ private:
+  absl::StatusOr<PageRef> FetchPip(uint32_t k, bool create);
+
+  BufferCache* cache_;
+  const uint32_t per_pip_;
+  mutable std::mutex mu_;
+  uint32_t page_count_;  // guarded by mu_
+  uint32_t hint_pip_ = 0;  // guarded by mu_: lowest PIP that may have a free page
+};
+
+}  // namespace ember::cache

@@ -1,0 +1,42 @@
+// The io_uring ring behind PosixFile::WriteBatch. Kept apart from posix_file.cc so the ring's
+// submission/completion bookkeeping (chunking by queue depth, short-write resubmission) stays in
+// one small place.
+#pragma once
+#include <liburing.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "engine/io/file.h"
+
+namespace ember::io {
+
+class UringWriter {
+ public:
+  // Null when io_uring is unavailable (old kernel, seccomp, memlock limits): callers then use
+  // pwrite instead. Once the kernel has refused io_uring outright, later calls do not retry.
+  static std::unique_ptr<UringWriter> Create(unsigned depth);
+  ~UringWriter();
+  UringWriter(const UringWriter&) = delete;
+  UringWriter& operator=(const UringWriter&) = delete;
+
+  // Writes every request to `fd`, waiting for all of them; returns the first error. Safe to call
+  // from several threads (batches take turns on the ring). `path` is only for error messages.
+  // nullopt means the ring broke earlier and nothing was written: the caller must use pwrite.
+  std::optional<absl::Status> WriteBatch(int fd, const std::string& path,
+                                         std::span<const WriteRequest> reqs);
+
+ private:
+  explicit UringWriter(unsigned depth) : depth_(depth) {}
+
+  const unsigned depth_;
+  std::mutex mu_;
+  io_uring ring_{};      // guarded by mu_
+  bool broken_ = false;  // guarded by mu_
+};
+
+}  // namespace ember::io

@@ -1,0 +1,67 @@
+// ember::Database: one database file, opened in this process; the entry point of the API.
+//
+// Thread safety: every method may be called from any thread. Transactions from many threads run
+// concurrently.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ember/options.h"
+#include "ember/schema.h"
+#include "ember/stats.h"
+#include "ember/transaction.h"
+
+namespace ember {
+
+struct ValidateOptions {
+  bool free_unreachable = false;  // return unreachable pages to the free list
+};
+
+struct ValidationReport {
+  uint64_t pages_checked = 0;
+  uint64_t records = 0;        // record versions seen
+  uint64_t index_entries = 0;
+  std::vector<std::string> errors;         // each names the page (and line / key)
+  std::vector<uint32_t> unreachable_pages;  // allocated but referenced by nothing
+  uint64_t freed_pages = 0;
+  bool ok() const { return errors.empty(); }
+};
+
+class Database {
+ public:
+  // Opens (or, with create_if_missing, creates) the database at `path`. Errors: NotFound,
+  // InvalidArgument ("not an EmberDB database", bad options), DataLoss (a bad header page),
+  // FailedPrecondition (unsupported format version), or the I/O error.
+  static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path,
+                                                        const Options& options);
+  virtual ~Database() = default;  // closes if still open (errors are dropped: call Close)
+
+  // Ends every transaction still active (rolled back), writes what is dirty, marks the file
+  // cleanly closed. The object is unusable afterwards.
+  virtual absl::Status Close() = 0;
+
+  virtual absl::StatusOr<std::unique_ptr<Transaction>> Begin(
+      const TransactionOptions& options = {}) = 0;
+
+  // DDL runs in a system transaction of its own and is committed when it returns.
+  virtual absl::StatusOr<Table> CreateTable(const TableSchema& schema) = 0;
+  virtual absl::StatusOr<Index> CreateIndex(const IndexSchema& schema) = 0;
+  virtual absl::StatusOr<Table> GetTable(std::string_view name) = 0;
+  virtual absl::StatusOr<Index> GetIndex(std::string_view name) = 0;
+  virtual std::vector<std::string> TableNames() = 0;
+
+  // Walks every page: checksums, pointer/data page agreement, record chains, B-tree order,
+  // index entries pointing at records, unreachable pages. Problems go to the report; the
+  // status is an error only when the walk itself could not run.
+  virtual absl::StatusOr<ValidationReport> Validate(const ValidateOptions& options = {}) = 0;
+
+  virtual DatabaseStats stats() = 0;
+  virtual const Options& options() const = 0;
+};
+
+}  // namespace ember

@@ -1,0 +1,7 @@
+// Everything a program using EmberDB needs: #include "ember/ember.h".
+#pragma once
+#include "ember/database.h"
+#include "ember/options.h"
+#include "ember/schema.h"
+#include "ember/stats.h"
+#include "ember/transaction.h"

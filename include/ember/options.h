@@ -1,0 +1,43 @@
+// ember::Options: every tunable of a database, with its default. Also readable from a
+// Firebird-style configuration file (`Name = Value`, `#` comments; names as in firebird.conf).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ember {
+
+enum class GcPolicy { kCooperative, kBackground, kCombined };
+
+struct Options {
+  // --- creating and opening
+  bool create_if_missing = false;   // create the file when it does not exist
+  bool error_if_exists = false;     // with create_if_missing: fail if the file exists
+  uint32_t page_size = 8192;        // PageSize: 4096..32768, a power of two; fixed at create
+  // --- cache and durability
+  uint32_t cache_pages = 2048;      // DefaultDbCachePages: buffer cache size in pages (>= 16)
+  bool forced_writes = true;        // ForcedWrites: fsync at commit (off: the OS decides)
+  bool use_io_uring = true;         // batch page writes through io_uring when available
+  // --- temp space (used by later layers: undo-log overflow, temporary BLOBs, sorts)
+  std::vector<std::string> temp_directories;  // TempDirectories; EMBER_TMP overrides; default /tmp
+  uint64_t temp_cache_limit = 64ull << 20;    // TempCacheLimit in bytes
+  int blob_temp_space = 1;                    // BlobTempSpace: 0, 1 or 2 (architecture.md)
+  // --- workers and garbage collection
+  int parallel_workers = 1;                   // ParallelWorkers
+  int max_parallel_workers = 1;               // MaxParallelWorkers
+  GcPolicy gc_policy = GcPolicy::kCombined;   // GCPolicy
+  uint64_t sweep_interval = 20000;            // SweepInterval (0 = no automatic sweep)
+  // --- lock table
+  uint32_t lock_hash_slots = 8191;            // LockHashSlots
+  uint64_t lock_mem_size = 1ull << 20;        // LockMemSize
+
+  // Reads a Firebird-style file over these defaults. Unknown names and bad values are
+  // InvalidArgument errors naming the file and line.
+  static absl::StatusOr<Options> FromConfigFile(const std::string& path);
+  // The same from text (for tests and embedding); `source` names it in errors.
+  static absl::StatusOr<Options> FromConfigText(std::string_view text, std::string_view source);
+};
+
+}  // namespace ember

@@ -1,0 +1,50 @@
+// Table and index definitions, and the typed values stored in rows.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace ember {
+
+enum class ColumnType : uint8_t { kInt64 = 1, kDouble = 2, kString = 3, kBytes = 4, kBlob = 5 };
+
+struct Column {
+  std::string name;
+  ColumnType type = ColumnType::kInt64;
+  bool nullable = true;
+};
+
+struct TableSchema {
+  std::string name;
+  std::vector<Column> columns;
+};
+
+struct IndexSchema {
+  std::string name;
+  std::string table;
+  std::vector<std::string> columns;  // key columns, in order
+  bool unique = false;
+};
+
+// The id of a stored BLOB (used by the BLOB layer).
+struct BlobId {
+  uint64_t value = 0;
+  friend bool operator==(BlobId, BlobId) = default;
+};
+
+// One field: NULL, int64, double, string/bytes (both held as std::string), or a BLOB id.
+using Value = std::variant<std::monostate, int64_t, double, std::string, BlobId>;
+using Row = std::vector<Value>;
+
+inline bool IsNull(const Value& v) { return std::holds_alternative<std::monostate>(v); }
+
+// A record's permanent address inside its table.
+struct RecordId {
+  uint64_t value = 0;
+  friend bool operator==(RecordId, RecordId) = default;
+  friend auto operator<=>(RecordId, RecordId) = default;
+};
+
+}  // namespace ember

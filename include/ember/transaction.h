@@ -1,0 +1,106 @@
+// Transactions, table and index handles, and cursors.
+//
+// Thread safety: a Transaction (and its cursors) is used by one thread at a time; many
+// transactions run concurrently on one Database. Table and Index handles are small values,
+// valid while their Database is open, usable from any thread.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ember/schema.h"
+#include "ember/stats.h"
+
+namespace ember {
+
+namespace internal {
+struct TableState;
+struct IndexState;
+}  // namespace internal
+
+class Table {
+ public:
+  Table() = default;
+  uint32_t id() const;
+  const TableSchema& schema() const;
+  explicit operator bool() const { return state_ != nullptr; }
+
+ private:
+  friend struct internal::TableState;
+  explicit Table(internal::TableState* s) : state_(s) {}
+  internal::TableState* state_ = nullptr;
+};
+
+class Index {
+ public:
+  Index() = default;
+  const IndexSchema& schema() const;
+  explicit operator bool() const { return state_ != nullptr; }
+
+ private:
+  friend struct internal::IndexState;
+  explicit Index(internal::IndexState* s) : state_(s) {}
+  internal::IndexState* state_ = nullptr;
+};
+
+enum class Isolation {
+  kSnapshot,       // sees the database as of Begin(), plus its own changes
+  kReadCommitted,  // every read sees the newest committed versions
+};
+
+struct TransactionOptions {
+  Isolation isolation = Isolation::kSnapshot;
+  // On an update conflict with a transaction that is still active: wait for it to end (then
+  // fail if it committed, go on if it rolled back), or fail at once.
+  bool wait = true;
+  int64_t lock_timeout_ms = -1;  // with wait: give up after this many ms (-1 = no limit)
+  bool read_only = false;
+};
+
+// A forward-only cursor. After Next() returns an error, Valid() is false.
+class Cursor {
+ public:
+  virtual ~Cursor() = default;
+  virtual bool Valid() const = 0;
+  virtual absl::Status Next() = 0;
+  virtual RecordId id() const = 0;
+  virtual const Row& row() const = 0;
+};
+
+// Errors specific to transactions:
+// - Aborted "update conflict ...": the record was changed by a concurrent transaction
+//   (committed after our snapshot, or still active with wait = false / timeout).
+// - AlreadyExists "unique index ...": a visible or in-flight record has the same key.
+// - FailedPrecondition: the transaction is already committed or rolled back.
+class Transaction {
+ public:
+  virtual ~Transaction() = default;  // rolls back if still active
+  virtual uint64_t id() const = 0;
+
+  virtual absl::StatusOr<RecordId> Insert(const Table& t, const Row& row) = 0;
+  // The row as this transaction sees it; nullopt when there is no visible version.
+  virtual absl::StatusOr<std::optional<Row>> Get(const Table& t, RecordId id) = 0;
+  virtual absl::Status Update(const Table& t, RecordId id, const Row& row) = 0;
+  virtual absl::Status Delete(const Table& t, RecordId id) = 0;
+  // All visible rows in record-number order.
+  virtual absl::StatusOr<std::unique_ptr<Cursor>> Scan(const Table& t) = 0;
+
+  // The first visible record whose key columns equal `key` (one value per key column).
+  virtual absl::StatusOr<std::optional<std::pair<RecordId, Row>>> Lookup(const Index& ix,
+                                                                         const Row& key) = 0;
+  // Visible records with lo <= key <= hi in key order (descending if asked). `lo` / `hi` may
+  // give fewer values than key columns (a prefix) or none (unbounded).
+  virtual absl::StatusOr<std::unique_ptr<Cursor>> IndexScan(const Index& ix, const Row& lo,
+                                                            const Row& hi,
+                                                            bool descending = false) = 0;
+
+  // Makes every change durable (forced writes) and visible to later snapshots.
+  virtual absl::Status Commit() = 0;
+  virtual absl::Status Rollback() = 0;
+  virtual Counters counters() const = 0;
+};
+
+}  // namespace ember
