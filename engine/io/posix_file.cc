@@ -161,7 +161,11 @@ absl::StatusOr<std::unique_ptr<File>> OpenPosixFile(const std::string& path,
   return std::unique_ptr<File>(new PosixFile(fd, path, opts));
 }
 
-absl::Status ErrnoStatus(int err, std::string_view op, std::string_view path, uint64_t offset) {
+absl::Status ErrnoStatus(int err, std::string_view op_sv, std::string_view path_sv,
+                         uint64_t offset) {
+  // Debian's Abseil has its own string_view, which StrCat needs.
+  const absl::string_view op(op_sv.data(), op_sv.size());
+  const absl::string_view path(path_sv.data(), path_sv.size());
   char buf[256];
   // GNU strerror_r: thread-safe, returns the message (not necessarily in buf).
   const char* msg = ::strerror_r(err, buf, sizeof(buf));

@@ -25,10 +25,14 @@ const char* FileName(const char* f) { return f != nullptr ? f : "(unnamed file)"
 // The checks shared by ReadHeader and PeekPageSize, in the order an open should report them: a
 // file that is not ours at all, then one that is too new (or old), then a damaged field.
 absl::Status CheckIdentity(const uint8_t* page, const char* file) {
-  if (std::memcmp(page + kMagicOff, kMagic.data(), kMagic.size()) != 0 ||
-      GetType(page) != PageType::kHeader) {
+  if (std::memcmp(page + kMagicOff, kMagic.data(), kMagic.size()) != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: not an EmberDB database (bad magic)", FileName(file)));
+  }
+  if (GetType(page) != PageType::kHeader) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: not an EmberDB database (page 0 has type %u, not header)",
+                        FileName(file), page[hdr::kType]));
   }
   const uint32_t version = util::Get32(page + kVersionOff);
   if (version != kFormatVersion) {

@@ -100,7 +100,10 @@ class Transaction {
   // Makes every change durable (forced writes) and visible to later snapshots.
   virtual absl::Status Commit() = 0;
   virtual absl::Status Rollback() = 0;
+  // Page counters of the whole transaction so far, and of its last call (a "statement";
+  // a cursor's page work counts to the call that made it and to the transaction).
   virtual Counters counters() const = 0;
+  virtual Counters statement_counters() const = 0;
 };
 
 }  // namespace ember

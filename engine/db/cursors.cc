@@ -1,0 +1,102 @@
+// Table and index cursors (see cursors.h).
+#include "engine/db/cursors.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/db/transaction_impl.h"
+#include "engine/record/record_format.h"
+
+namespace ember::db {
+
+absl::Status TableCursor::Fill() {
+  util::ScopedCounterSinks sinks(txn_->Sinks());
+  rows_.clear();
+  pos_ = 0;
+  const size_t ncols = table_->schema.columns.size();
+  std::vector<std::pair<uint64_t, std::string>> raw;
+  const record::ReadView view = txn_->View();
+  while (rows_.empty() && next_seq_ < table_->relation->PageSequences()) {
+    raw.clear();
+    if (absl::Status s = table_->relation->ReadPage(next_seq_++, view, &raw); !s.ok()) return s;
+    for (auto& [rec, body] : raw) {
+      Row row;
+      if (absl::Status s = record::DecodeRow(body, ncols, &row); !s.ok()) {
+        return absl::DataLossError(absl::StrCat("table ", table_->schema.name, " record ", rec,
+                                                ": ", s.message()));
+      }
+      rows_.emplace_back(rec, std::move(row));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TableCursor::Next() {
+  if (++pos_ < rows_.size()) return absl::OkStatus();
+  absl::Status s = Fill();
+  if (!s.ok()) rows_.clear();
+  return s;
+}
+
+bool IndexCursor::InRange(std::string_view entry) const {
+  std::string_view key = entry.substr(0, entry.size() >= 8 ? entry.size() - 8 : 0);
+  // Compare on the bound's length: a bound is a prefix of full column encodings.
+  if (key.substr(0, lo_.size()) < lo_) return false;
+  if (hi_ && key.substr(0, hi_->size()) > *hi_) return false;
+  return true;
+}
+
+absl::Status IndexCursor::Start() {
+  util::ScopedCounterSinks sinks(txn_->Sinks());
+  absl::StatusOr<index::BTree::Cursor> c =
+      descending_ ? ix_->tree->Seek(hi_ ? *hi_ + std::string(1, '\xff') : std::string(), true)
+                  : ix_->tree->Seek(lo_, false);
+  if (!c.ok()) return c.status();
+  it_.emplace(std::move(*c));
+  return Settle();
+}
+
+absl::Status IndexCursor::Next() {
+  if (!valid_) return absl::OkStatus();
+  util::ScopedCounterSinks sinks(txn_->Sinks());
+  if (absl::Status s = it_->Next(); !s.ok()) {
+    valid_ = false;
+    return s;
+  }
+  return Settle();
+}
+
+absl::Status IndexCursor::Settle() {
+  valid_ = false;
+  const size_t ncols = ix_->table->schema.columns.size();
+  const record::ReadView view = txn_->View();
+  std::string key;
+  for (; it_->Valid(); ) {
+    std::string_view entry = it_->key();
+    if (!InRange(entry)) {
+      // Past the far bound: done. Before the near bound (descending start): keep going.
+      const bool past = descending_ ? entry.substr(0, lo_.size()) < lo_
+                                    : (hi_ && entry.substr(0, hi_->size()) > *hi_);
+      if (past) return absl::OkStatus();
+      if (absl::Status s = it_->Next(); !s.ok()) return s;
+      continue;
+    }
+    const uint64_t rec = internal::EntryRecord(entry);
+    absl::StatusOr<record::VisibleVersion> v = ix_->table->relation->Read(rec, view);
+    if (!v.ok() && !absl::IsNotFound(v.status())) return v.status();
+    if (v.ok() && v->exists) {
+      Row row;
+      if (absl::Status s = record::DecodeRow(v->body, ncols, &row); !s.ok()) return s;
+      internal::EncodeIndexKey(*ix_, row, &key);
+      // The entry counts only if it is the key of the version we see.
+      if (entry.size() == key.size() + 8 && entry.substr(0, key.size()) == key) {
+        rec_ = rec;
+        row_ = std::move(row);
+        valid_ = true;
+        return absl::OkStatus();
+      }
+    }
+    if (absl::Status s = it_->Next(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ember::db

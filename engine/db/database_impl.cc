@@ -1,0 +1,535 @@
+// DatabaseImpl: create/open/close, the header page, the catalog of tables and indexes, DDL, stats.
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/db/db_state.h"
+#include "engine/db/transaction_impl.h"
+#include "engine/page/pip.h"
+#include "engine/record/record_format.h"
+#include "engine/util/coding.h"
+
+namespace ember {
+
+uint32_t Table::id() const { return state_->id; }
+const TableSchema& Table::schema() const { return state_->schema; }
+const IndexSchema& Index::schema() const { return state_->schema; }
+
+absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
+                                                         const Options& options) {
+  const bool exists = io::FileExists(path);
+  if (!exists && !options.create_if_missing) {
+    return absl::NotFoundError(absl::StrCat("database ", path, " does not exist"));
+  }
+  if (exists && options.create_if_missing && options.error_if_exists) {
+    return absl::AlreadyExistsError(absl::StrCat("database ", path, " already exists"));
+  }
+  io::FileOptions fo;
+  fo.mode = exists ? io::OpenMode::kOpenExisting : io::OpenMode::kCreateNew;
+  fo.use_io_uring = options.use_io_uring;
+  absl::StatusOr<std::unique_ptr<io::File>> f = io::OpenPosixFile(path, fo);
+  if (!f.ok()) return f.status();
+  absl::StatusOr<std::unique_ptr<db::DatabaseImpl>> d =
+      db::DatabaseImpl::OpenFile(std::move(*f), options, !exists);
+  if (!d.ok()) {
+    if (!exists) (void)io::RemoveFile(path);  // leave nothing half-created behind
+    return d.status();
+  }
+  return std::unique_ptr<Database>(std::move(*d));
+}
+
+namespace db {
+
+using cache::LatchMode;
+using internal::IndexState;
+using internal::TableState;
+
+namespace {
+
+// Catalog rows (relation 0): kind, id, name, page, table, flags, definition.
+constexpr int64_t kKindTable = 1;
+constexpr int64_t kKindIndex = 2;
+constexpr size_t kCatalogColumns = 7;
+
+std::string EncodeColumns(const std::vector<Column>& cols) {
+  std::string out;
+  util::PutVarint64(&out, cols.size());
+  for (const Column& c : cols) {
+    util::PutVarint64(&out, c.name.size());
+    out += c.name;
+    out.push_back(static_cast<char>(c.type));
+    out.push_back(c.nullable ? 1 : 0);
+  }
+  return out;
+}
+
+bool DecodeColumns(std::string_view in, std::vector<Column>* cols) {
+  uint64_t n;
+  if (!util::GetVarint64(&in, &n) || n > 4096) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t len;
+    if (!util::GetVarint64(&in, &len) || len + 2 > in.size()) return false;
+    Column c;
+    c.name = std::string(in.substr(0, len));
+    in.remove_prefix(len);
+    uint8_t t = static_cast<uint8_t>(in[0]);
+    if (t < 1 || t > 5) return false;
+    c.type = static_cast<ColumnType>(t);
+    c.nullable = in[1] != 0;
+    in.remove_prefix(2);
+    cols->push_back(std::move(c));
+  }
+  return in.empty();
+}
+
+std::string EncodeNames(const std::vector<std::string>& names) {
+  std::string out;
+  util::PutVarint64(&out, names.size());
+  for (const std::string& n : names) {
+    util::PutVarint64(&out, n.size());
+    out += n;
+  }
+  return out;
+}
+
+bool DecodeNames(std::string_view in, std::vector<std::string>* names) {
+  uint64_t n;
+  if (!util::GetVarint64(&in, &n) || n > 4096) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t len;
+    if (!util::GetVarint64(&in, &len) || len > in.size()) return false;
+    names->emplace_back(in.substr(0, len));
+    in.remove_prefix(len);
+  }
+  return in.empty();
+}
+
+absl::Status ValidateOptions(const Options& o) {
+  if (!page::ValidPageSize(o.page_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size ", o.page_size, ": must be a power of two in 4096..32768"));
+  }
+  if (o.cache_pages < 16) {
+    return absl::InvalidArgumentError(absl::StrCat("cache_pages ", o.cache_pages, ": at least 16"));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+DatabaseImpl::DatabaseImpl(std::unique_ptr<io::File> file, const Options& options)
+    : file_(std::move(file)), options_(options) {}
+
+DatabaseImpl::~DatabaseImpl() {
+  if (open_.load()) (void)Close();
+}
+
+absl::StatusOr<std::unique_ptr<DatabaseImpl>> DatabaseImpl::OpenFile(
+    std::unique_ptr<io::File> file, const Options& options, bool create) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  std::unique_ptr<DatabaseImpl> d(new DatabaseImpl(std::move(file), options));
+  absl::Status s = create ? d->CreateNew() : d->OpenExisting();
+  if (!s.ok()) {
+    if (d->cache_) d->cache_->DiscardAll();
+    return s;
+  }
+  d->open_.store(true);
+  return d;
+}
+
+absl::Status DatabaseImpl::CheckOpen() const {
+  if (!open_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError(absl::StrCat("database ", file_->path(), " is closed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DatabaseImpl::CreateNew() {
+  const uint32_t ps = options_.page_size;
+  cache::CacheOptions co{ps, options_.cache_pages, options_.forced_writes};
+  cache_ = std::make_unique<cache::BufferCache>(file_.get(), co);
+  // Page 0 (header) and page 1 (first PIP) by hand; everything else through the allocator.
+  {
+    absl::StatusOr<cache::PageRef> pip = cache_->FetchNew(1);
+    if (!pip.ok()) return pip.status();
+    page::InitPip(pip->data(), ps, 1, 0);
+    pip->Mark(0);
+  }
+  space_ = std::make_unique<cache::PageSpace>(cache_.get(), 2);
+  txns_ = std::make_unique<txn::TxnManager>(cache_.get(), space_.get(),
+                                            [this](uint64_t n) { return PersistNext(n); });
+  absl::StatusOr<page::PageNo> tip = txns_->CreateInitial();
+  if (!tip.ok()) return tip.status();
+  absl::StatusOr<page::PageNo> cat = record::Relation::Create(cache_.get(), space_.get(), 0, 0);
+  if (!cat.ok()) return cat.status();
+  {
+    std::lock_guard<std::mutex> g(header_mu_);
+    header_ = page::HeaderFields{};
+    header_.page_size = ps;
+    header_.first_tip = *tip;
+    header_.catalog_pp = *cat;
+    header_.create_time_us = NowMicros();
+  }
+  catalog_ = std::make_unique<record::Relation>(cache_.get(), space_.get(), txns_.get(), 0, *cat);
+  if (absl::Status s = catalog_->Load(); !s.ok()) return s;
+  if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
+  if (absl::Status s = WriteHeader(/*clean=*/false); !s.ok()) return s;
+  return file_->Sync();
+}
+
+absl::Status DatabaseImpl::OpenExisting() {
+  const char* path = file_->path().c_str();
+  absl::StatusOr<uint64_t> size = file_->Size();
+  if (!size.ok()) return size.status();
+  if (*size < page::kMinPageSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not an EmberDB database (", *size, " bytes, shorter than one page)"));
+  }
+  std::vector<uint8_t> first(page::kMinPageSize);
+  if (absl::Status s = file_->Read(0, first.data(), first.size()); !s.ok()) return s;
+  uint32_t ps;
+  if (absl::Status s = page::PeekPageSize(first.data(), first.size(), &ps, path); !s.ok()) {
+    return s;
+  }
+  options_.page_size = ps;
+  cache::CacheOptions co{ps, options_.cache_pages, options_.forced_writes};
+  cache_ = std::make_unique<cache::BufferCache>(file_.get(), co);
+  {
+    absl::StatusOr<cache::PageRef> h = cache_->Fetch(0, LatchMode::kShared);
+    if (!h.ok()) return h.status();
+    std::lock_guard<std::mutex> g(header_mu_);
+    if (absl::Status s = page::ReadHeader(h->data(), &header_, path); !s.ok()) return s;
+  }
+  if (*size % ps != 0) {
+    // A torn extension at the end: whole pages before it are what counts.
+  }
+  const uint32_t file_pages = static_cast<uint32_t>(*size / ps);
+  const uint32_t page_count = std::max(header_.page_count, file_pages);
+  space_ = std::make_unique<cache::PageSpace>(cache_.get(), page_count);
+  txns_ = std::make_unique<txn::TxnManager>(cache_.get(), space_.get(),
+                                            [this](uint64_t n) { return PersistNext(n); });
+  if (absl::Status s = txns_->Load(header_.first_tip, header_.oit, header_.next_txn); !s.ok()) {
+    return s;
+  }
+  catalog_ = std::make_unique<record::Relation>(cache_.get(), space_.get(), txns_.get(), 0,
+                                                header_.catalog_pp);
+  if (absl::Status s = catalog_->Load(); !s.ok()) return s;
+  if (absl::Status s = LoadCatalog(); !s.ok()) return s;
+  return WriteHeader(/*clean=*/false);
+}
+
+absl::Status DatabaseImpl::WriteHeader(bool clean) {
+  std::lock_guard<std::mutex> g(header_mu_);
+  txn::TxnCounters c = txns_->counters();
+  header_.next_txn = std::max(header_.next_txn, c.next);
+  header_.oit = c.oit;
+  header_.oat = c.oat;
+  header_.ost = c.ost;
+  header_.page_count = space_->page_count();
+  header_.flags = clean ? page::kHeaderFlagCleanShutdown : 0;
+  {
+    absl::StatusOr<cache::PageRef> h = cache_->Fetch(0, LatchMode::kExclusive);
+    if (!h.ok()) return h.status();
+    if (page::GetType(h->data()) != page::PageType::kHeader) {
+      page::InitPage(h->data(), options_.page_size, page::PageType::kHeader, 0);
+    }
+    page::WriteHeader(h->data(), header_);
+    h->Mark(0);
+  }
+  const page::PageNo zero[] = {0};
+  return cache_->FlushPages(zero);
+}
+
+absl::Status DatabaseImpl::PersistNext(uint64_t next) {
+  {
+    std::lock_guard<std::mutex> g(header_mu_);
+    header_.next_txn = next;
+  }
+  return WriteHeader(/*clean=*/false);
+}
+
+absl::Status DatabaseImpl::Close() {
+  if (!open_.exchange(false)) return absl::OkStatus();
+  absl::Status s = cache_->FlushAll();
+  if (s.ok()) s = WriteHeader(/*clean=*/true);
+  if (s.ok()) s = file_->Sync();
+  if (!s.ok()) cache_->DiscardAll();
+  return s;
+}
+
+void DatabaseImpl::SimulateCrash() {
+  open_.store(false);
+  cache_->DiscardAll();
+}
+
+// ---------------------------------------------------------------- catalog
+
+absl::StatusOr<TableState*> DatabaseImpl::AddTableState(uint32_t id, const TableSchema& schema,
+                                                        page::PageNo first_pp) {
+  auto t = std::make_unique<TableState>();
+  t->id = id;
+  t->schema = schema;
+  t->relation =
+      std::make_unique<record::Relation>(cache_.get(), space_.get(), txns_.get(), id, first_pp);
+  if (absl::Status s = t->relation->Load(); !s.ok()) return s;
+  TableState* raw = t.get();
+  table_by_name_[schema.name] = raw;
+  tables_.push_back(std::move(t));
+  next_relation_id_ = std::max(next_relation_id_, id + 1);
+  return raw;
+}
+
+absl::StatusOr<IndexState*> DatabaseImpl::AddIndexState(uint32_t id, const IndexSchema& schema,
+                                                        page::PageNo root) {
+  auto it = table_by_name_.find(schema.table);
+  if (it == table_by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("index ", schema.name, ": no table ", schema.table));
+  }
+  auto ix = std::make_unique<IndexState>();
+  ix->id = id;
+  ix->schema = schema;
+  ix->table = it->second;
+  for (const std::string& col : schema.columns) {
+    size_t pos = 0;
+    const auto& cols = ix->table->schema.columns;
+    while (pos < cols.size() && cols[pos].name != col) ++pos;
+    if (pos == cols.size()) {
+      return absl::NotFoundError(
+          absl::StrCat("index ", schema.name, ": table ", schema.table, " has no column ", col));
+    }
+    ix->key_columns.push_back(pos);
+  }
+  if (ix->key_columns.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("index ", schema.name, " has no columns"));
+  }
+  ix->tree = std::make_unique<index::BTree>(cache_.get(), space_.get(), root);
+  IndexState* raw = ix.get();
+  index_by_name_[schema.name] = raw;
+  indexes_.push_back(std::move(ix));
+  next_relation_id_ = std::max(next_relation_id_, id + 1);
+  return raw;
+}
+
+absl::Status DatabaseImpl::LoadCatalog() {
+  record::ReadView all{0, UINT64_MAX, txns_.get()};
+  std::vector<std::pair<uint64_t, std::string>> rows;
+  const uint32_t n = catalog_->PageSequences();
+  for (uint32_t seq = 0; seq < n; ++seq) {
+    if (absl::Status s = catalog_->ReadPage(seq, all, &rows); !s.ok()) return s;
+  }
+  std::unique_lock<std::shared_mutex> g(catalog_mu_);
+  std::vector<Row> index_rows;
+  for (const auto& [rec, raw] : rows) {
+    Row r;
+    if (absl::Status s = record::DecodeRow(raw, kCatalogColumns, &r); !s.ok()) {
+      return absl::DataLossError(absl::StrCat("catalog record ", rec, ": ", s.message()));
+    }
+    if (std::get<int64_t>(r[0]) == kKindTable) {
+      TableSchema ts;
+      ts.name = std::get<std::string>(r[2]);
+      if (!DecodeColumns(std::get<std::string>(r[6]), &ts.columns)) {
+        return absl::DataLossError(absl::StrCat("catalog: bad definition of table ", ts.name));
+      }
+      absl::StatusOr<TableState*> t = AddTableState(static_cast<uint32_t>(std::get<int64_t>(r[1])),
+                                                    ts, static_cast<page::PageNo>(std::get<int64_t>(r[3])));
+      if (!t.ok()) return t.status();
+    } else {
+      index_rows.push_back(std::move(r));
+    }
+  }
+  for (const Row& r : index_rows) {
+    IndexSchema is;
+    is.name = std::get<std::string>(r[2]);
+    is.table = std::get<std::string>(r[4]);
+    is.unique = std::get<int64_t>(r[5]) != 0;
+    if (!DecodeNames(std::get<std::string>(r[6]), &is.columns)) {
+      return absl::DataLossError(absl::StrCat("catalog: bad definition of index ", is.name));
+    }
+    absl::StatusOr<IndexState*> ix = AddIndexState(static_cast<uint32_t>(std::get<int64_t>(r[1])),
+                                                   is, static_cast<page::PageNo>(std::get<int64_t>(r[3])));
+    if (!ix.ok()) return ix.status();
+    ix.value()->table->indexes.push_back(*ix);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  if (schema.name.empty() || schema.columns.empty()) {
+    return absl::InvalidArgumentError("a table needs a name and at least one column");
+  }
+  for (size_t i = 0; i < schema.columns.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (schema.columns[i].name == schema.columns[j].name) {
+        return absl::InvalidArgumentError(absl::StrCat("table ", schema.name, ": column ",
+                                                       schema.columns[i].name, " given twice"));
+      }
+    }
+  }
+  std::lock_guard<std::mutex> ddl(ddl_mu_);
+  uint32_t id;
+  {
+    std::shared_lock<std::shared_mutex> g(catalog_mu_);
+    if (table_by_name_.contains(schema.name)) {
+      return absl::AlreadyExistsError(absl::StrCat("table ", schema.name, " already exists"));
+    }
+    id = next_relation_id_;
+  }
+  absl::StatusOr<txn::TxnManager::Started> t = txns_->Begin();
+  if (!t.ok()) return t.status();
+  absl::StatusOr<page::PageNo> pp = record::Relation::Create(cache_.get(), space_.get(), t->id, id);
+  absl::Status s = pp.status();
+  if (s.ok()) {
+    Row row{int64_t{kKindTable}, int64_t{id}, schema.name, int64_t{*pp}, std::string(),
+            int64_t{0}, EncodeColumns(schema.columns)};
+    std::string raw;
+    record::EncodeRow(row, &raw);
+    s = catalog_->Insert(t->id, raw).status();
+  }
+  if (s.ok()) s = txns_->Commit(t->id);
+  if (!s.ok()) {
+    (void)txns_->MarkDead(t->id);
+    return s;
+  }
+  std::unique_lock<std::shared_mutex> g(catalog_mu_);
+  absl::StatusOr<TableState*> ts = AddTableState(id, schema, *pp);
+  if (!ts.ok()) return ts.status();
+  return (*ts)->handle();
+}
+
+absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  std::lock_guard<std::mutex> ddl(ddl_mu_);
+  // Writers hold catalog_mu_ shared for each operation, so holding it exclusively while the
+  // index is built means no write can miss the new index.
+  std::unique_lock<std::shared_mutex> g(catalog_mu_);
+  if (index_by_name_.contains(schema.name)) {
+    return absl::AlreadyExistsError(absl::StrCat("index ", schema.name, " already exists"));
+  }
+  const uint32_t id = next_relation_id_;
+  absl::StatusOr<txn::TxnManager::Started> t = txns_->Begin();
+  if (!t.ok()) return t.status();
+  auto fail = [&](absl::Status s) -> absl::Status {
+    (void)txns_->MarkDead(t->id);
+    auto it = index_by_name_.find(schema.name);
+    if (it != index_by_name_.end()) {
+      index_by_name_.erase(it);
+      indexes_.pop_back();
+    }
+    return s;
+  };
+  absl::StatusOr<page::PageNo> root =
+      index::BTree::Create(cache_.get(), space_.get(), t->id, 0, static_cast<uint16_t>(id));
+  if (!root.ok()) return fail(root.status());
+  absl::StatusOr<IndexState*> ix = AddIndexState(id, schema, *root);
+  if (!ix.ok()) return fail(ix.status());
+  if (absl::Status s = BuildIndex(*ix, t->id); !s.ok()) return fail(s);
+  Row row{int64_t{kKindIndex}, int64_t{id}, schema.name, int64_t{*root}, schema.table,
+          int64_t{schema.unique ? 1 : 0}, EncodeNames(schema.columns)};
+  std::string raw;
+  record::EncodeRow(row, &raw);
+  if (absl::Status s = catalog_->Insert(t->id, raw).status(); !s.ok()) return fail(s);
+  if (absl::Status s = txns_->Commit(t->id); !s.ok()) return fail(s);
+  (*ix)->table->indexes.push_back(*ix);
+  return (*ix)->handle();
+}
+
+absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn) {
+  // An entry for every key any version of any record has (architecture.md, MVCC).
+  record::Relation* rel = ix->table->relation.get();
+  const size_t ncols = ix->table->schema.columns.size();
+  const uint32_t n = rel->PageSequences();
+  std::vector<uint64_t> recs;
+  absl::flat_hash_map<std::string, uint64_t> unique_keys;  // newest live key -> record
+  bool dup = false;
+  for (uint32_t seq = 0; seq < n; ++seq) {
+    recs.clear();
+    if (absl::Status s = rel->ListRecords(seq, &recs); !s.ok()) return s;
+    for (uint64_t rec : recs) {
+      std::vector<std::string> keys;
+      bool newest_seen = false;
+      absl::Status s = rel->ForEachVersion(rec, [&](uint64_t writer, bool deleted,
+                                                    std::string_view raw) {
+        const bool live = txns_->StateOf(writer) != txn::kCnDead;
+        Row row;
+        if (!deleted && record::DecodeRow(raw, ncols, &row).ok()) {
+          std::string key;
+          const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
+          if (ix->schema.unique && live && !newest_seen && !has_null) {
+            if (!unique_keys.emplace(key, rec).second) dup = true;
+          }
+          keys.push_back(std::move(key));
+        }
+        if (live) newest_seen = true;
+        return true;
+      });
+      if (!s.ok()) return s;
+      if (dup) {
+        return absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name,
+                                                     ": table ", ix->table->schema.name,
+                                                     " has duplicate keys"));
+      }
+      for (const std::string& key : keys) {
+        absl::Status is = ix->tree->Insert(internal::IndexEntry(key, rec), rec, txn);
+        if (!is.ok() && !absl::IsAlreadyExists(is)) return is;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Table> DatabaseImpl::GetTable(std::string_view name) {
+  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  auto it = table_by_name_.find(absl::string_view(name.data(), name.size()));
+  if (it == table_by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("no table ", std::string(name)));
+  }
+  return it->second->handle();
+}
+
+absl::StatusOr<Index> DatabaseImpl::GetIndex(std::string_view name) {
+  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  auto it = index_by_name_.find(absl::string_view(name.data(), name.size()));
+  if (it == index_by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("no index ", std::string(name)));
+  }
+  return it->second->handle();
+}
+
+std::vector<std::string> DatabaseImpl::TableNames() {
+  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  std::vector<std::string> out;
+  for (const auto& t : tables_) out.push_back(t->schema.name);
+  return out;
+}
+
+DatabaseStats DatabaseImpl::stats() {
+  DatabaseStats s;
+  util::PageCounters c = cache_->counters();
+  s.pages = {c.fetches, c.marks, c.reads, c.writes};
+  txn::TxnCounters t = txns_->counters();
+  s.next_transaction = t.next;
+  s.oldest_interesting = t.oit;
+  s.oldest_active = t.oat;
+  s.oldest_snapshot = t.ost;
+  s.commits = t.commits;
+  s.group_commit_flushes = t.group_flushes;
+  s.page_count = space_->page_count();
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<Transaction>> DatabaseImpl::Begin(const TransactionOptions& o) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  absl::StatusOr<txn::TxnManager::Started> t = txns_->Begin();
+  if (!t.ok()) return t.status();
+  return std::unique_ptr<Transaction>(new TransactionImpl(this, o, t->id, t->snapshot));
+}
+
+}  // namespace db
+}  // namespace ember

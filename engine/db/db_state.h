@@ -1,0 +1,124 @@
+// The engine's implementation of the public API: the database object, its catalog of tables
+// and indexes, and the per-table / per-index state behind the public Table and Index handles.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "ember/database.h"
+#include "engine/cache/buffer_cache.h"
+#include "engine/cache/page_space.h"
+#include "engine/index/btree.h"
+#include "engine/io/file.h"
+#include "engine/page/header_page.h"
+#include "engine/record/relation.h"
+#include "engine/txn/txn_manager.h"
+
+namespace ember {
+namespace internal {
+
+struct IndexState;
+
+struct TableState {
+  uint32_t id = 0;
+  TableSchema schema;
+  std::unique_ptr<record::Relation> relation;
+  std::vector<IndexState*> indexes;  // guarded by DatabaseImpl::catalog_mu_ for writes
+  Table handle() { return Table(this); }
+  static TableState* From(const Table& t) { return t.state_; }
+};
+
+struct IndexState {
+  uint32_t id = 0;
+  IndexSchema schema;
+  TableState* table = nullptr;
+  std::vector<size_t> key_columns;  // positions in the table's columns
+  std::unique_ptr<index::BTree> tree;
+  Index handle() { return Index(this); }
+  static IndexState* From(const Index& ix) { return ix.state_; }
+};
+
+// Encodes the key columns of `row` (order-preserving; NULL sorts first). Returns whether any key
+// column is NULL (such keys are exempt from uniqueness, as in SQL).
+bool EncodeIndexKey(const IndexState& ix, const Row& row, std::string* key);
+// The prefix of a key given as values for the first key columns (for lookups and ranges).
+absl::Status EncodeKeyPrefix(const IndexState& ix, const Row& values, std::string* key);
+// Full B-tree entry key: encoded columns + big-endian record number.
+std::string IndexEntry(std::string_view key, uint64_t rec);
+uint64_t EntryRecord(std::string_view entry);
+
+}  // namespace internal
+
+namespace db {
+
+class DatabaseImpl : public Database {
+ public:
+  // Opens over an already opened file (tests pass a fault-injecting one).
+  static absl::StatusOr<std::unique_ptr<DatabaseImpl>> OpenFile(std::unique_ptr<io::File> file,
+                                                                const Options& options,
+                                                                bool create);
+  ~DatabaseImpl() override;
+
+  absl::Status Close() override;
+  absl::StatusOr<std::unique_ptr<Transaction>> Begin(const TransactionOptions& options) override;
+  absl::StatusOr<Table> CreateTable(const TableSchema& schema) override;
+  absl::StatusOr<Index> CreateIndex(const IndexSchema& schema) override;
+  absl::StatusOr<Table> GetTable(std::string_view name) override;
+  absl::StatusOr<Index> GetIndex(std::string_view name) override;
+  std::vector<std::string> TableNames() override;
+  absl::StatusOr<ValidationReport> Validate(const ValidateOptions& options) override;
+  DatabaseStats stats() override;
+  const Options& options() const override { return options_; }
+
+  // For crash tests: drops the cache and everything in memory without writing anything, as if
+  // the process died. The object is unusable afterwards.
+  void SimulateCrash();
+
+  cache::BufferCache* cache() { return cache_.get(); }
+  cache::PageSpace* space() { return space_.get(); }
+  txn::TxnManager* txns() { return txns_.get(); }
+  io::File* file() { return file_.get(); }
+
+ private:
+  friend class TransactionImpl;
+  DatabaseImpl(std::unique_ptr<io::File> file, const Options& options);
+  absl::Status CreateNew();
+  absl::Status OpenExisting();
+  absl::Status LoadCatalog();
+  absl::Status WriteHeader(bool clean);
+  absl::Status PersistNext(uint64_t next);
+  absl::StatusOr<internal::TableState*> AddTableState(uint32_t id, const TableSchema& schema,
+                                                      page::PageNo first_pp);
+  absl::StatusOr<internal::IndexState*> AddIndexState(uint32_t id, const IndexSchema& schema,
+                                                      page::PageNo root);
+  absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn);
+  absl::Status CheckOpen() const;
+
+  std::unique_ptr<io::File> file_;
+  Options options_;
+  std::unique_ptr<cache::BufferCache> cache_;
+  std::unique_ptr<cache::PageSpace> space_;
+  std::unique_ptr<txn::TxnManager> txns_;
+  std::unique_ptr<record::Relation> catalog_;  // relation 0
+
+  std::mutex header_mu_;
+  page::HeaderFields header_;  // guarded by header_mu_
+
+  mutable std::shared_mutex catalog_mu_;
+  std::vector<std::unique_ptr<internal::TableState>> tables_;  // guarded by catalog_mu_
+  std::vector<std::unique_ptr<internal::IndexState>> indexes_;  // guarded by catalog_mu_
+  absl::flat_hash_map<std::string, internal::TableState*> table_by_name_;
+  absl::flat_hash_map<std::string, internal::IndexState*> index_by_name_;
+  uint32_t next_relation_id_ = 1;  // guarded by catalog_mu_
+  std::mutex ddl_mu_;              // one DDL at a time
+
+  std::atomic<bool> open_{false};
+  std::atomic<int> active_txns_{0};
+};
+
+}  // namespace db
+}  // namespace ember

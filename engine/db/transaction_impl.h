@@ -1,0 +1,61 @@
+// TransactionImpl: the public Transaction over the record, index and transaction layers:
+// visibility, update conflicts and waits, index maintenance and uniqueness, counters.
+#pragma once
+#include <memory>
+#include <optional>
+
+#include "ember/transaction.h"
+#include "engine/db/db_state.h"
+#include "engine/util/counters.h"
+
+namespace ember::db {
+
+class TransactionImpl : public Transaction {
+ public:
+  TransactionImpl(DatabaseImpl* db, const TransactionOptions& options, uint64_t id,
+                  uint64_t snapshot);
+  ~TransactionImpl() override;
+
+  uint64_t id() const override { return id_; }
+  absl::StatusOr<RecordId> Insert(const Table& t, const Row& row) override;
+  absl::StatusOr<std::optional<Row>> Get(const Table& t, RecordId id) override;
+  absl::Status Update(const Table& t, RecordId id, const Row& row) override;
+  absl::Status Delete(const Table& t, RecordId id) override;
+  absl::StatusOr<std::unique_ptr<Cursor>> Scan(const Table& t) override;
+  absl::StatusOr<std::optional<std::pair<RecordId, Row>>> Lookup(const Index& ix,
+                                                                 const Row& key) override;
+  absl::StatusOr<std::unique_ptr<Cursor>> IndexScan(const Index& ix, const Row& lo, const Row& hi,
+                                                    bool descending) override;
+  absl::Status Commit() override;
+  absl::Status Rollback() override;
+  Counters counters() const override;
+  Counters statement_counters() const override;
+
+  // For cursors: the view of the current statement and the counter sinks.
+  record::ReadView View() const;
+  util::CounterSinks Sinks() { return {&counters_, &stmt_}; }
+  DatabaseImpl* db() const { return db_; }
+
+ private:
+  class Statement;
+  absl::Status CheckActive() const;
+  absl::Status CheckTable(const Table& t) const;
+  // Writes `raw` (nullptr: delete) over record `rec`, waiting for / failing on conflicts.
+  absl::StatusOr<record::WriteOutcome> WriteVersion(internal::TableState* t, uint64_t rec,
+                                                    const std::string* raw);
+  // Adds index entries for `row` of record `rec`; checks unique indexes (other records only).
+  absl::Status IndexRow(internal::TableState* t, uint64_t rec, const Row& row);
+  absl::Status CheckUnique(internal::IndexState* ix, std::string_view key, uint64_t self_rec);
+  absl::Status WaitOrConflict(uint64_t other, const char* what, bool* retry);
+
+  DatabaseImpl* db_;
+  TransactionOptions opts_;
+  uint64_t id_;
+  uint64_t snapshot_;
+  enum class State { kActive, kCommitted, kRolledBack, kFailed } state_ = State::kActive;
+  bool wrote_ = false;
+  util::PageCounters counters_;
+  util::PageCounters stmt_;
+};
+
+}  // namespace ember::db

@@ -1,0 +1,124 @@
+// B+tree cursors (see btree.h): a cursor copies the qualifying entries of one leaf and, when
+// they run out, re-seeks from the root strictly past the last key it returned. It therefore
+// holds no latch between calls, and concurrent splits can neither make it skip an entry that
+// was present throughout nor return one twice. Latching follows the protocol in btree.cc.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/index/btree.h"
+#include "engine/index/btree_impl.h"
+
+namespace ember::index {
+
+using cache::LatchMode;
+using cache::PageRef;
+using page::BtreeHeader;
+using page::BtreeNode;
+using page::PageNo;
+
+absl::Status BTree::Impl::FillAscending(std::string_view key, bool inclusive,
+                                        CursorEntries* out) const {
+  out->clear();
+  absl::StatusOr<PageRef> leaf = DescendToLeaf(Bound{key}, LatchMode::kShared, nullptr, nullptr);
+  if (!leaf.ok()) return leaf.status();
+  PageRef page = std::move(*leaf);
+  BtreeNode node;
+  uint64_t hop_limit = 1024;  // raised to the file's page count if empty leaves go on that long
+  for (uint64_t hops = 0;; ++hops) {
+    if (absl::Status s = page::DecodeBtreePage(page.data(), page_size, page.page_no(), &node);
+        !s.ok()) {
+      return s;
+    }
+    for (page::BtreeEntry& e : node.entries) {
+      const int c = e.key.compare(key);
+      if (c > 0 || (c == 0 && inclusive)) {
+        out->emplace_back(std::move(e.key), e.value);
+      } else if (hops > 0) {
+        // A right neighbour only holds keys above the leaf the descent chose.
+        return absl::DataLossError(absl::StrCat("btree page ", page.page_no(),
+                                                ": holds keys below its left sibling's range"));
+      }
+    }
+    if (!out->empty() || node.right_sibling == page::kNoPage) return absl::OkStatus();
+    // Every entry of this leaf is before `key` (or it is empty after removals): move right,
+    // latch-coupled, so a concurrent split of the next leaf is seen whole or not at all.
+    if (hops >= hop_limit) {
+      hop_limit = space->page_count();
+      if (hops >= hop_limit) {
+        return absl::DataLossError(absl::StrCat("btree page ", page.page_no(),
+                                                ": right-sibling chain longer than the file"));
+      }
+    }
+    BtreeHeader h;
+    absl::StatusOr<PageRef> next = FetchNode(node.right_sibling, LatchMode::kShared, 0, &h);
+    if (!next.ok()) return next.status();
+    page = std::move(*next);
+  }
+}
+
+absl::Status BTree::Impl::FillDescending(Bound b, CursorEntries* out) const {
+  out->clear();
+  std::string bound_key;  // owns b.key once it is a leaf's lower bound
+  for (;;) {
+    std::string lower;
+    bool has_lower = false;
+    absl::StatusOr<PageRef> leaf = DescendToLeaf(b, LatchMode::kShared, &lower, &has_lower);
+    if (!leaf.ok()) return leaf.status();
+    BtreeNode node;
+    absl::Status s = page::DecodeBtreePage(leaf->data(), page_size, leaf->page_no(), &node);
+    leaf->Release();
+    if (!s.ok()) return s;
+    for (size_t i = node.entries.size(); i-- > 0;) {
+      page::BtreeEntry& e = node.entries[i];
+      if (!b.infinite) {
+        const int c = e.key.compare(b.key);
+        if (c > 0 || (c == 0 && !b.inclusive)) continue;
+      }
+      out->emplace_back(std::move(e.key), e.value);
+    }
+    if (!out->empty() || !has_lower) return absl::OkStatus();
+    // Nothing at or before the bound in this leaf: the answer is the last key below the leaf's
+    // lower bound. Lower bounds strictly decrease (PickChild only takes a separator below an
+    // exclusive bound), so this ends. There is no latch coupling leftwards: that would invert
+    // the left-to-right latch order splits rely on.
+    bound_key = std::move(lower);
+    b = Bound{bound_key, /*inclusive=*/false, /*infinite=*/false};
+  }
+}
+
+absl::StatusOr<BTree::Cursor> BTree::Seek(std::string_view key, bool descending) const {
+  Cursor c;
+  c.tree_ = this;
+  c.descending_ = descending;
+  absl::Status s = descending
+                       ? impl_->FillDescending(Bound{key, true, key.empty()}, &c.buffered_)
+                       : impl_->FillAscending(key, true, &c.buffered_);
+  if (!s.ok()) return s;
+  if (c.buffered_.empty()) return c;
+  c.key_ = std::move(c.buffered_[0].first);
+  c.value_ = c.buffered_[0].second;
+  c.pos_ = 1;
+  c.valid_ = true;
+  return c;
+}
+
+absl::Status BTree::Cursor::Next() {
+  if (!valid_) return absl::FailedPreconditionError("btree cursor: Next on an invalid cursor");
+  if (pos_ >= buffered_.size()) {
+    // key_ stays untouched while filling: the bound views it.
+    absl::Status s = descending_ ? tree_->impl_->FillDescending(Bound{key_, false, false}, &buffered_)
+                                 : tree_->impl_->FillAscending(key_, false, &buffered_);
+    pos_ = 0;
+    if (!s.ok() || buffered_.empty()) {
+      buffered_.clear();
+      valid_ = false;
+      return s;
+    }
+  }
+  key_ = std::move(buffered_[pos_].first);
+  value_ = buffered_[pos_].second;
+  ++pos_;
+  return absl::OkStatus();
+}
+
+}  // namespace ember::index

@@ -1,0 +1,742 @@
+// Relation storage: pointer pages, data pages, version chains (see relation.h).
+#include "engine/record/relation.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine/page/data_page.h"
+#include "engine/page/pointer_page.h"
+
+namespace ember::record {
+
+using cache::LatchMode;
+using cache::PageRef;
+using page::PageNo;
+
+namespace {
+// Room kept free per record on a primary page for its next back version (a small delta), so an
+// update usually keeps the old version on the same page (Firebird reserves space the same way).
+constexpr uint32_t kReservePerRecord = 24;
+constexpr int kMaxChain = 1 << 20;
+
+std::string Where(uint32_t rel, uint64_t rec) {
+  return absl::StrCat("relation ", rel, " record ", rec);
+}
+}  // namespace
+
+absl::StatusOr<PageNo> Relation::Create(cache::BufferCache* cache, cache::PageSpace* space,
+                                        uint64_t txn, uint32_t relation_id) {
+  absl::StatusOr<PageRef> pp = space->Allocate(txn);
+  if (!pp.ok()) return pp.status();
+  page::InitPointerPage(pp->data(), cache->page_size(), pp->page_no(), relation_id, 0);
+  pp->Mark(txn);
+  return pp->page_no();
+}
+
+Relation::Relation(cache::BufferCache* cache, cache::PageSpace* space, const txn::TxnManager* tm,
+                   uint32_t relation_id, PageNo first_pp)
+    : cache_(cache),
+      space_(space),
+      tm_(tm),
+      id_(relation_id),
+      first_pp_(first_pp),
+      ps_(cache->page_size()),
+      slots_per_pp_(page::SlotsPerPointerPage(cache->page_size())) {}
+
+absl::Status Relation::Load() {
+  std::unique_lock<std::shared_mutex> g(mu_);
+  pps_.clear();
+  pages_.clear();
+  for (PageNo p = first_pp_; p != page::kNoPage;) {
+    absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
+    if (!r.ok()) return r.status();
+    const uint8_t* d = r->data();
+    if (page::GetType(d) != page::PageType::kPointer || page::PpRelation(d) != id_ ||
+        page::PpSequence(d) != pps_.size()) {
+      return absl::DataLossError(absl::StrCat("page ", p, " of ", cache_->file()->path(),
+                                              ": expected pointer page ", pps_.size(),
+                                              " of relation ", id_));
+    }
+    pps_.push_back(p);
+    const uint16_t n = page::PpCount(d);
+    for (uint32_t s = 0; s < n; ++s) {
+      pages_.push_back({page::PpGetSlot(d, ps_, s), page::PpGetFlags(d, ps_, s)});
+    }
+    p = page::PpNext(d);
+    if (p != page::kNoPage && n != slots_per_pp_) {
+      return absl::DataLossError(absl::StrCat("pointer page ", pps_.back(), " of relation ", id_,
+                                              " is not full but has a successor"));
+    }
+  }
+  insert_seq_ = 0;
+  secondary_seq_ = -1;
+  for (uint32_t s = 0; s < pages_.size(); ++s) {
+    if ((pages_[s].flags & page::kPpSecondary) && !(pages_[s].flags & page::kPpFull)) {
+      secondary_seq_ = static_cast<int32_t>(s);
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint32_t Relation::PageSequences() const {
+  std::shared_lock<std::shared_mutex> g(mu_);
+  return static_cast<uint32_t>(pages_.size());
+}
+
+absl::StatusOr<PageNo> Relation::PageOf(uint32_t seq) const {
+  std::shared_lock<std::shared_mutex> g(mu_);
+  if (seq >= pages_.size() || pages_[seq].page == page::kNoPage) {
+    return absl::NotFoundError(absl::StrCat("relation ", id_, " has no data page ", seq));
+  }
+  return pages_[seq].page;
+}
+
+// ---------------------------------------------------------------- page management
+
+absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
+  std::lock_guard<std::mutex> a(alloc_mu_);
+  uint32_t seq;
+  size_t npps;
+  PageNo last_pp;
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    seq = static_cast<uint32_t>(pages_.size());
+    npps = pps_.size();
+    last_pp = pps_.back();
+  }
+  const uint8_t flags = secondary ? page::kPpSecondary : 0;
+  absl::StatusOr<PageRef> dp = space_->Allocate(txn);
+  if (!dp.ok()) return dp.status();
+  page::InitDataPage(dp->data(), ps_, dp->page_no(), id_, seq);
+  page::SetFlags(dp->data(), flags);
+  dp->Mark(txn);
+  const PageNo dp_no = dp->page_no();
+  dp->Release();
+
+  const uint32_t pp_index = seq / slots_per_pp_;
+  PageNo pp_no = last_pp;
+  if (pp_index == npps) {  // the chain needs a new pointer page
+    absl::StatusOr<PageRef> np = space_->Allocate(txn);
+    if (!np.ok()) return np.status();
+    page::InitPointerPage(np->data(), ps_, np->page_no(), id_, pp_index);
+    np->Mark(txn);
+    pp_no = np->page_no();
+    np->Release();
+    absl::StatusOr<PageRef> prev = cache_->Fetch(last_pp, LatchMode::kExclusive);
+    if (!prev.ok()) return prev.status();
+    if (absl::Status s = cache_->AddPrecedence(*prev, pp_no); !s.ok()) return s;
+    page::PpSetNext(prev->data(), pp_no);
+    prev->Mark(txn);
+  }
+  {
+    absl::StatusOr<PageRef> pp = cache_->Fetch(pp_no, LatchMode::kExclusive);
+    if (!pp.ok()) return pp.status();
+    if (absl::Status s = cache_->AddPrecedence(*pp, dp_no); !s.ok()) return s;
+    page::PpSetSlot(pp->data(), ps_, seq % slots_per_pp_, dp_no);
+    page::PpSetFlags(pp->data(), ps_, seq % slots_per_pp_, flags);
+    pp->Mark(txn);
+  }
+  std::unique_lock<std::shared_mutex> g(mu_);
+  if (pp_index == npps) pps_.push_back(pp_no);
+  pages_.push_back({dp_no, flags});
+  return seq;
+}
+
+absl::Status Relation::SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn) {
+  PageNo pp_no;
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    const uint8_t cur = pages_[seq].flags;
+    if (((cur | set) & ~clear) == cur) return absl::OkStatus();
+    pp_no = pps_[seq / slots_per_pp_];
+  }
+  absl::StatusOr<PageRef> pp = cache_->Fetch(pp_no, LatchMode::kExclusive);
+  if (!pp.ok()) return pp.status();
+  const uint32_t slot = seq % slots_per_pp_;
+  const uint8_t f = static_cast<uint8_t>((page::PpGetFlags(pp->data(), ps_, slot) | set) & ~clear);
+  page::PpSetFlags(pp->data(), ps_, slot, f);
+  pp->Mark(txn);
+  std::unique_lock<std::shared_mutex> g(mu_);
+  pages_[seq].flags = f;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreSecondary(uint64_t txn,
+                                                                     std::string_view rec_bytes,
+                                                                     PageRef* holder) {
+  RecordHeader h;
+  if (!DecodeHeader(rec_bytes, &h)) return absl::InternalError("StoreSecondary: bad header");
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    int32_t seq;
+    {
+      std::shared_lock<std::shared_mutex> g(mu_);
+      seq = secondary_seq_;
+    }
+    if (seq < 0) {
+      absl::StatusOr<uint32_t> ns = AddDataPage(txn, /*secondary=*/true);
+      if (!ns.ok()) return ns.status();
+      std::unique_lock<std::shared_mutex> g(mu_);
+      secondary_seq_ = static_cast<int32_t>(*ns);
+      seq = secondary_seq_;
+    }
+    absl::StatusOr<PageNo> pno = PageOf(static_cast<uint32_t>(seq));
+    if (!pno.ok()) return pno.status();
+    absl::StatusOr<PageRef> s = cache_->Fetch(*pno, LatchMode::kExclusive);
+    if (!s.ok()) return s.status();
+    if (page::DpFreeSpace(s->data(), ps_) < rec_bytes.size() + page::kDpLineSize) {
+      s->Release();
+      if (absl::Status st = SetPageFlags(seq, page::kPpFull, 0, txn); !st.ok()) return st;
+      std::unique_lock<std::shared_mutex> g(mu_);
+      if (secondary_seq_ == seq) secondary_seq_ = -1;
+      continue;
+    }
+    // What this record points at must reach disk before this page.
+    for (PageNo link : {PageNo{h.back_page}, PageNo{h.frag_page}}) {
+      if (link != page::kNoPage && link != *pno && (!holder || link != holder->page_no())) {
+        if (absl::Status st = cache_->AddPrecedence(*s, link); !st.ok()) return st;
+      }
+    }
+    std::optional<uint16_t> line = page::DpInsert(s->data(), ps_, rec_bytes);
+    if (!line) return absl::InternalError("secondary page insert failed after space check");
+    s->Mark(txn);
+    s->Release();
+    if (holder) {
+      if (absl::Status st = cache_->AddPrecedence(*holder, *pno); !st.ok()) return st;
+    }
+    return std::make_pair(*pno, *line);
+  }
+  return absl::ResourceExhaustedError("could not place a back version");
+}
+
+absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreFragments(uint64_t txn,
+                                                                     std::string_view bytes,
+                                                                     PageRef* holder) {
+  const size_t chunk = page::MaxRecordOnPage(ps_) - kRecFragHeaderSize - 64;
+  const size_t n = (bytes.size() + chunk - 1) / chunk;
+  std::pair<PageNo, uint16_t> next{page::kNoPage, 0};
+  // Last fragment first, so each one can point at the next, already stored.
+  for (size_t i = n; i-- > 0;) {
+    RecordHeader fh;
+    fh.flags = kRecFragment;
+    if (next.first != page::kNoPage) {
+      fh.flags |= kRecFragmented;
+      fh.frag_page = next.first;
+      fh.frag_line = next.second;
+    }
+    std::string rec;
+    EncodeHeader(fh, &rec);
+    rec.append(bytes.substr(i * chunk, chunk));
+    absl::StatusOr<std::pair<PageNo, uint16_t>> loc =
+        StoreSecondary(txn, rec, i == 0 ? holder : nullptr);
+    if (!loc.ok()) return loc.status();
+    next = *loc;
+  }
+  return next;
+}
+
+absl::StatusOr<std::string> Relation::BuildVersion(uint64_t txn, RecordHeader h,
+                                                   std::string_view stored, size_t inline_limit,
+                                                   PageRef* primary) {
+  std::string rec;
+  if (h.size() + stored.size() <= inline_limit) {
+    EncodeHeader(h, &rec);
+    rec.append(stored);
+    return rec;
+  }
+  const size_t head = inline_limit > kRecFragHeaderSize + 16 ? inline_limit - kRecFragHeaderSize : 16;
+  const size_t keep = std::min(head, stored.size());
+  absl::StatusOr<std::pair<PageNo, uint16_t>> frag =
+      StoreFragments(txn, stored.substr(keep), primary);
+  if (!frag.ok()) return frag.status();
+  h.flags |= kRecFragmented;
+  h.frag_page = frag->first;
+  h.frag_line = frag->second;
+  EncodeHeader(h, &rec);
+  rec.append(stored.substr(0, keep));
+  return rec;
+}
+
+// ---------------------------------------------------------------- reading versions
+
+absl::StatusOr<std::string> Relation::ReadLine(PageNo p, uint16_t line) {
+  absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
+  if (!r.ok()) return r.status();
+  if (page::GetType(r->data()) != page::PageType::kData || page::DpRelation(r->data()) != id_) {
+    return absl::DataLossError(absl::StrCat("page ", p, " of ", cache_->file()->path(),
+                                            ": not a data page of relation ", id_));
+  }
+  std::optional<std::string_view> rec = page::DpGet(r->data(), ps_, line);
+  if (!rec) {
+    return absl::DataLossError(absl::StrCat("page ", p, " of ", cache_->file()->path(),
+                                            ": line ", line, " is empty or corrupt"));
+  }
+  return std::string(*rec);
+}
+
+absl::StatusOr<std::string> Relation::StoredBody(const RecordHeader& h, std::string_view rec) {
+  std::string out(rec.substr(h.size()));
+  RecordHeader cur = h;
+  for (int hops = 0; cur.flags & kRecFragmented; ++hops) {
+    if (hops > kMaxChain) return absl::DataLossError("fragment chain loops");
+    absl::StatusOr<std::string> f = ReadLine(cur.frag_page, cur.frag_line);
+    if (!f.ok()) return f.status();
+    RecordHeader fh;
+    if (!DecodeHeader(*f, &fh) || !(fh.flags & kRecFragment)) {
+      return absl::DataLossError(absl::StrCat("page ", cur.frag_page, " line ", cur.frag_line,
+                                              ": expected a record fragment"));
+    }
+    out.append(*f, fh.size());
+    cur = fh;
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> Relation::RawBody(const RecordHeader& h, std::string_view rec,
+                                              const std::string& newer_raw) {
+  if (h.flags & kRecDeleted) return std::string();
+  absl::StatusOr<std::string> stored = StoredBody(h, rec);
+  if (!stored.ok()) return stored.status();
+  std::string raw;
+  absl::Status s = (h.flags & kRecDelta) ? ApplyDelta(newer_raw, *stored, &raw)
+                                         : DecompressBody(h.encoding, *stored, &raw);
+  if (!s.ok()) return s;
+  return raw;
+}
+
+absl::StatusOr<VisibleVersion> Relation::ReadChain(PageNo primary_no, const uint8_t* page,
+                                                   uint16_t line, const ReadView& view) {
+  std::optional<std::string_view> first = page::DpGet(page, ps_, line);
+  if (!first) return absl::NotFoundError("no such record");
+  std::string cur(*first);
+  std::string newer_raw;
+  for (int hops = 0; hops < kMaxChain; ++hops) {
+    RecordHeader h;
+    if (!DecodeHeader(cur, &h)) {
+      return absl::DataLossError(absl::StrCat("page ", primary_no, ": corrupt record header"));
+    }
+    if (hops == 0 && (h.flags & (kRecBackVersion | kRecFragment))) {
+      return absl::NotFoundError("not a primary record");
+    }
+    const bool visible = view.Visible(h.txn);
+    if (visible && (h.flags & kRecDeleted)) return VisibleVersion{};
+    if (!visible && h.back_page == page::kNoPage) return VisibleVersion{};
+    absl::StatusOr<std::string> raw = RawBody(h, cur, newer_raw);
+    if (!raw.ok()) return raw.status();
+    if (visible) return VisibleVersion{true, std::move(*raw)};
+    newer_raw = std::move(*raw);
+    if (h.back_page == primary_no) {
+      std::optional<std::string_view> b = page::DpGet(page, ps_, h.back_line);
+      if (!b) return absl::DataLossError(absl::StrCat("page ", primary_no, ": broken back pointer"));
+      cur.assign(*b);
+    } else {
+      absl::StatusOr<std::string> b = ReadLine(h.back_page, h.back_line);
+      if (!b.ok()) return b.status();
+      cur = std::move(*b);
+    }
+  }
+  return absl::DataLossError("version chain loops");
+}
+
+absl::StatusOr<VisibleVersion> Relation::Read(uint64_t rec, const ReadView& view) {
+  absl::StatusOr<PageNo> p = PageOf(page::RecordDpSequence(rec));
+  if (!p.ok()) return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
+  absl::StatusOr<PageRef> r = cache_->Fetch(*p, LatchMode::kShared);
+  if (!r.ok()) return r.status();
+  absl::StatusOr<VisibleVersion> v = ReadChain(*p, r->data(), page::RecordLine(rec), view);
+  if (absl::IsNotFound(v.status())) {
+    return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
+  }
+  return v;
+}
+
+absl::Status Relation::ForEachVersion(
+    uint64_t rec, const std::function<bool(uint64_t, bool, std::string_view)>& fn) {
+  absl::StatusOr<PageNo> p = PageOf(page::RecordDpSequence(rec));
+  if (!p.ok()) return p.status();
+  std::string cur;
+  {
+    absl::StatusOr<PageRef> r = cache_->Fetch(*p, LatchMode::kShared);
+    if (!r.ok()) return r.status();
+    std::optional<std::string_view> first = page::DpGet(r->data(), ps_, page::RecordLine(rec));
+    if (!first) return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
+    cur.assign(*first);
+  }
+  std::string newer_raw;
+  for (int hops = 0; hops < kMaxChain; ++hops) {
+    RecordHeader h;
+    if (!DecodeHeader(cur, &h)) return absl::DataLossError("corrupt record header");
+    absl::StatusOr<std::string> raw = RawBody(h, cur, newer_raw);
+    if (!raw.ok()) return raw.status();
+    if (!fn(h.txn, (h.flags & kRecDeleted) != 0, *raw)) return absl::OkStatus();
+    if (h.back_page == page::kNoPage) return absl::OkStatus();
+    newer_raw = std::move(*raw);
+    absl::StatusOr<std::string> b = ReadLine(h.back_page, h.back_line);
+    if (!b.ok()) return b.status();
+    cur = std::move(*b);
+  }
+  return absl::DataLossError("version chain loops");
+}
+
+absl::Status Relation::ReadPage(uint32_t seq, const ReadView& view,
+                                std::vector<std::pair<uint64_t, std::string>>* out) {
+  PageNo p;
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    if (seq >= pages_.size() || (pages_[seq].flags & page::kPpSecondary)) return absl::OkStatus();
+    p = pages_[seq].page;
+  }
+  absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
+  if (!r.ok()) return r.status();
+  const uint16_t n = page::DpLineCount(r->data());
+  for (uint16_t line = 0; line < n; ++line) {
+    std::optional<std::string_view> rec = page::DpGet(r->data(), ps_, line);
+    if (!rec) continue;
+    RecordHeader h;
+    if (!DecodeHeader(*rec, &h)) {
+      return absl::DataLossError(absl::StrCat("page ", p, " line ", line, ": corrupt record"));
+    }
+    if (h.flags & (kRecBackVersion | kRecFragment)) continue;
+    absl::StatusOr<VisibleVersion> v = ReadChain(p, r->data(), line, view);
+    if (!v.ok()) return v.status();
+    if (v->exists) out->emplace_back(page::MakeRecordNo(seq, line), std::move(v->body));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Relation::ListRecords(uint32_t seq, std::vector<uint64_t>* out) {
+  PageNo p;
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    if (seq >= pages_.size() || (pages_[seq].flags & page::kPpSecondary)) return absl::OkStatus();
+    p = pages_[seq].page;
+  }
+  absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
+  if (!r.ok()) return r.status();
+  const uint16_t n = page::DpLineCount(r->data());
+  for (uint16_t line = 0; line < n; ++line) {
+    std::optional<std::string_view> rec = page::DpGet(r->data(), ps_, line);
+    RecordHeader h;
+    if (!rec || !DecodeHeader(*rec, &h) || (h.flags & (kRecBackVersion | kRecFragment))) continue;
+    out->push_back(page::MakeRecordNo(seq, line));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- writing versions
+
+absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw) {
+  RecordHeader h;
+  h.txn = txn;
+  std::string stored;
+  h.encoding = CompressBody(raw, &stored);
+  const size_t full = kRecHeaderSize + stored.size();
+  const size_t max_inline = ps_ / 4;
+  const size_t need = std::min(full, std::max(max_inline, size_t{kRecFragHeaderSize + 16}));
+  for (;;) {
+    uint32_t seq;
+    bool found = false;
+    {
+      std::shared_lock<std::shared_mutex> g(mu_);
+      for (seq = insert_seq_; seq < pages_.size(); ++seq) {
+        if (!(pages_[seq].flags & (page::kPpFull | page::kPpSecondary))) {
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) {
+      absl::StatusOr<uint32_t> ns = AddDataPage(txn, /*secondary=*/false);
+      if (!ns.ok()) return ns.status();
+      seq = *ns;
+    }
+    absl::StatusOr<PageNo> pno = PageOf(seq);
+    if (!pno.ok()) return pno.status();
+    absl::StatusOr<PageRef> r = cache_->Fetch(*pno, LatchMode::kExclusive);
+    if (!r.ok()) return r.status();
+    const uint32_t free = page::DpFreeSpace(r->data(), ps_);
+    const uint32_t reserve = (page::DpLiveLines(r->data()) + 1) * kReservePerRecord;
+    const bool empty = page::DpLiveLines(r->data()) == 0;
+    if (free >= need + page::kDpLineSize + reserve || (empty && free >= need + page::kDpLineSize)) {
+      absl::StatusOr<std::string> rec =
+          BuildVersion(txn, h, stored, full <= max_inline ? full : need, &*r);
+      if (!rec.ok()) return rec.status();
+      std::optional<uint16_t> line = page::DpInsert(r->data(), ps_, *rec);
+      if (line) {
+        page::SetFlags(r->data(), page::GetFlags(r->data()) & ~page::kPpSwept);
+        r->Mark(txn);
+        return page::MakeRecordNo(seq, *line);
+      }
+    }
+    r->Release();
+    if (absl::Status s = SetPageFlags(seq, page::kPpFull, 0, txn); !s.ok()) return s;
+    std::unique_lock<std::shared_mutex> g(mu_);
+    if (insert_seq_ <= seq) insert_seq_ = seq + 1;
+  }
+}
+
+absl::Status Relation::FreeFragments(const RecordHeader& h) {
+  RecordHeader cur = h;
+  for (int hops = 0; cur.flags & kRecFragmented; ++hops) {
+    if (hops > kMaxChain) return absl::DataLossError("fragment chain loops");
+    absl::StatusOr<PageRef> r = cache_->Fetch(cur.frag_page, LatchMode::kExclusive);
+    if (!r.ok()) return r.status();
+    std::optional<std::string_view> f = page::DpGet(r->data(), ps_, cur.frag_line);
+    RecordHeader fh;
+    if (!f || !DecodeHeader(*f, &fh) || !(fh.flags & kRecFragment)) {
+      return absl::DataLossError(absl::StrCat("page ", cur.frag_page, " line ", cur.frag_line,
+                                              ": expected a record fragment"));
+    }
+    page::DpDelete(r->data(), ps_, cur.frag_line);
+    r->Mark(h.txn);
+    cur = fh;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const ReadView& view,
+                                             bool read_committed, const std::string* raw) {
+  const uint32_t seq = page::RecordDpSequence(rec);
+  const uint16_t line = page::RecordLine(rec);
+  absl::StatusOr<PageNo> pno = PageOf(seq);
+  if (!pno.ok()) return WriteOutcome{WriteOutcome::kNotFound};
+  absl::StatusOr<PageRef> pr = cache_->Fetch(*pno, LatchMode::kExclusive);
+  if (!pr.ok()) return pr.status();
+  PageRef& P = *pr;
+  std::optional<std::string_view> cur = page::DpGet(P.data(), ps_, line);
+  if (!cur) return WriteOutcome{WriteOutcome::kNotFound};
+  const std::string head_rec(*cur);
+  RecordHeader h;
+  if (!DecodeHeader(head_rec, &h)) {
+    return absl::DataLossError(absl::StrCat("page ", *pno, " line ", line, ": corrupt record"));
+  }
+  if (h.flags & (kRecBackVersion | kRecFragment)) return WriteOutcome{WriteOutcome::kNotFound};
+
+  // Whose version is on top decides between overwriting it and pushing it down.
+  bool overwrite;
+  const bool own = h.txn == txn;
+  if (own) {
+    if (h.flags & kRecDeleted) return WriteOutcome{WriteOutcome::kNotFound};
+    overwrite = true;
+  } else {
+    const uint64_t cn = tm_->StateOf(h.txn);
+    if (cn == txn::kCnActive || cn == txn::kCnLimbo) {
+      return WriteOutcome{WriteOutcome::kWaitFor, h.txn};
+    }
+    if (cn == txn::kCnDead) {
+      // A rolled-back version: overwrite it; the version under it decides conflicts.
+      if (h.back_page == page::kNoPage) return WriteOutcome{WriteOutcome::kNotFound};
+      std::string back;
+      if (h.back_page == *pno) {
+        std::optional<std::string_view> b = page::DpGet(P.data(), ps_, h.back_line);
+        if (!b) return absl::DataLossError(absl::StrCat("page ", *pno, ": broken back pointer"));
+        back.assign(*b);
+      } else {
+        absl::StatusOr<std::string> b = ReadLine(h.back_page, h.back_line);
+        if (!b.ok()) return b.status();
+        back = std::move(*b);
+      }
+      RecordHeader bh;
+      if (!DecodeHeader(back, &bh)) return absl::DataLossError("corrupt back version");
+      const uint64_t bcn = tm_->StateOf(bh.txn);
+      if (!read_committed && txn::IsCommittedCn(bcn) && bcn > view.snapshot_cn) {
+        return WriteOutcome{WriteOutcome::kConflict, bh.txn};
+      }
+      if (bh.flags & kRecDeleted) return WriteOutcome{WriteOutcome::kNotFound};
+      overwrite = true;
+    } else {
+      if (!read_committed && cn > view.snapshot_cn) {
+        return WriteOutcome{WriteOutcome::kConflict, h.txn};
+      }
+      if (h.flags & kRecDeleted) return WriteOutcome{WriteOutcome::kNotFound};
+      overwrite = false;
+    }
+  }
+
+  absl::StatusOr<std::string> old_raw = RawBody(h, head_rec, std::string());
+  if (!old_raw.ok()) return old_raw.status();
+
+  RecordHeader nh;
+  nh.txn = txn;
+  std::string stored;
+  if (raw) nh.encoding = CompressBody(*raw, &stored);
+  else nh.flags |= kRecDeleted;
+
+  if (overwrite) {
+    // The version below may be a delta against the one we overwrite: make it whole first.
+    if (h.back_page != page::kNoPage) {
+      const bool same = h.back_page == *pno;
+      std::string back;
+      PageRef S;
+      if (same) {
+        back.assign(*page::DpGet(P.data(), ps_, h.back_line));
+      } else {
+        absl::StatusOr<PageRef> s = cache_->Fetch(h.back_page, LatchMode::kExclusive);
+        if (!s.ok()) return s.status();
+        S = std::move(*s);
+        std::optional<std::string_view> b = page::DpGet(S.data(), ps_, h.back_line);
+        if (!b) return absl::DataLossError("broken back pointer");
+        back.assign(*b);
+      }
+      RecordHeader bh;
+      if (!DecodeHeader(back, &bh)) return absl::DataLossError("corrupt back version");
+      nh.back_page = h.back_page;
+      nh.back_line = h.back_line;
+      if (bh.flags & kRecDelta) {
+        absl::StatusOr<std::string> braw = RawBody(bh, back, *old_raw);
+        if (!braw.ok()) return braw.status();
+        RecordHeader fh = bh;
+        fh.flags &= ~kRecDelta;
+        std::string fstored;
+        fh.encoding = CompressBody(*braw, &fstored);
+        std::string frec;
+        EncodeHeader(fh, &frec);
+        frec.append(fstored);
+        uint8_t* bp = same ? P.data() : S.data();
+        if (page::DpReplace(bp, ps_, h.back_line, frec)) {
+          (same ? P : S).Mark(txn);
+        } else {
+          if (S) S.Release();
+          absl::StatusOr<std::pair<PageNo, uint16_t>> loc = StoreSecondary(txn, frec, &P);
+          if (!loc.ok()) return loc.status();
+          nh.back_page = loc->first;
+          nh.back_line = loc->second;
+        }
+      }
+    }
+    if (h.flags & kRecFragmented) {
+      if (absl::Status s = FreeFragments(h); !s.ok()) return s;
+    }
+  } else {
+    // Push the committed version down as a back version: a delta against ours if smaller.
+    RecordHeader bh = h;
+    bh.flags |= kRecBackVersion;
+    std::string body(head_rec.substr(h.size()));
+    std::string delta;
+    if (!(h.flags & kRecFragmented) && raw && MakeDelta(*raw, *old_raw, &delta) &&
+        delta.size() < body.size()) {
+      bh.flags |= kRecDelta;
+      bh.encoding = BodyEncoding::kPlain;
+      body = std::move(delta);
+    }
+    std::string brec;
+    EncodeHeader(bh, &brec);
+    brec.append(body);
+    const size_t new_head_est = nh.size() + std::min<size_t>(stored.size(), ps_ / 4);
+    const uint32_t free = page::DpFreeSpace(P.data(), ps_);
+    std::optional<uint16_t> same_line;
+    if (free + head_rec.size() >= brec.size() + page::kDpLineSize + new_head_est + 8) {
+      same_line = page::DpInsert(P.data(), ps_, brec);
+    }
+    if (same_line) {
+      nh.back_page = *pno;
+      nh.back_line = *same_line;
+    } else {
+      absl::StatusOr<std::pair<PageNo, uint16_t>> loc = StoreSecondary(txn, brec, &P);
+      if (!loc.ok()) return loc.status();
+      nh.back_page = loc->first;
+      nh.back_line = loc->second;
+    }
+  }
+
+  // The new head: inline if it fits in the room the page has, else fragmented with a small
+  // inline part.
+  const size_t room = page::DpFreeSpace(P.data(), ps_) + head_rec.size();
+  size_t limit = room > 8 ? room - 8 : 0;
+  if (nh.size() + stored.size() > limit) limit = std::min<size_t>(limit, ps_ / 4);
+  limit = std::max<size_t>(limit, kRecFragHeaderSize + 16);
+  absl::StatusOr<std::string> nrec = BuildVersion(txn, nh, stored, limit, &P);
+  if (!nrec.ok()) return nrec.status();
+  if (!page::DpReplace(P.data(), ps_, line, *nrec)) {
+    // Retry with the smallest head (the fragments of the first attempt become unreachable
+    // lines, reclaimed by validation).
+    nrec = BuildVersion(txn, nh, stored, kRecFragHeaderSize + 16, &P);
+    if (!nrec.ok()) return nrec.status();
+    if (!page::DpReplace(P.data(), ps_, line, *nrec)) {
+      return absl::InternalError(absl::StrCat("page ", *pno, " line ", line,
+                                              ": new version does not fit after space check"));
+    }
+  }
+  page::SetFlags(P.data(), page::GetFlags(P.data()) & ~page::kPpSwept);
+  P.Mark(txn);
+  P.Release();
+  if (!overwrite) {
+    if (absl::Status s = SetPageFlags(seq, page::kPpHasGarbage, page::kPpSwept, txn); !s.ok()) {
+      return s;
+    }
+  }
+  WriteOutcome out;
+  out.code = WriteOutcome::kDone;
+  out.old_body = std::move(*old_raw);
+  out.old_was_own = own;
+  return out;
+}
+
+// ---------------------------------------------------------------- validation
+
+absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageNo>* pages,
+                             const std::function<void(uint64_t)>& on_record, uint64_t* versions) {
+  std::vector<PageInfo> infos;
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    infos = pages_;
+    pages->insert(pages->end(), pps_.begin(), pps_.end());
+  }
+  for (uint32_t seq = 0; seq < infos.size(); ++seq) {
+    const PageNo p = infos[seq].page;
+    pages->push_back(p);
+    absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
+    if (!r.ok()) {
+      errors->push_back(absl::StrCat("relation ", id_, " data page ", seq, " (page ", p,
+                                     "): ", r.status().message()));
+      continue;
+    }
+    const uint8_t* d = r->data();
+    if (page::GetType(d) != page::PageType::kData || page::DpRelation(d) != id_ ||
+        page::DpSequence(d) != seq) {
+      errors->push_back(absl::StrCat("page ", p, ": expected data page ", seq, " of relation ",
+                                     id_, ", found ", page::PageTypeName(page::GetType(d))));
+      continue;
+    }
+    if (std::string e = page::DpCheck(d, ps_); !e.empty()) {
+      errors->push_back(absl::StrCat("page ", p, ": ", e));
+      continue;
+    }
+    const bool secondary = infos[seq].flags & page::kPpSecondary;
+    if (secondary != ((page::GetFlags(d) & page::kPpSecondary) != 0)) {
+      errors->push_back(absl::StrCat("page ", p, ": secondary flag disagrees with pointer page"));
+    }
+    const uint16_t n = page::DpLineCount(d);
+    for (uint16_t line = 0; line < n; ++line) {
+      std::optional<std::string_view> rec = page::DpGet(d, ps_, line);
+      if (!rec) continue;
+      RecordHeader h;
+      if (!DecodeHeader(*rec, &h)) {
+        errors->push_back(absl::StrCat("page ", p, " line ", line, ": corrupt record header"));
+        continue;
+      }
+      if (h.flags & (kRecBackVersion | kRecFragment)) continue;
+      if (secondary) {
+        errors->push_back(absl::StrCat("page ", p, " line ", line,
+                                       ": primary record on a secondary page"));
+        continue;
+      }
+      const uint64_t rec_no = page::MakeRecordNo(seq, line);
+      r->Release();  // ForEachVersion fetches the page itself
+      absl::Status s = ForEachVersion(rec_no, [&](uint64_t, bool, std::string_view) {
+        ++*versions;
+        return true;
+      });
+      if (!s.ok()) {
+        errors->push_back(absl::StrCat(Where(id_, rec_no), ": ", s.message()));
+      }
+      on_record(rec_no);
+      absl::StatusOr<PageRef> again = cache_->Fetch(p, LatchMode::kShared);
+      if (!again.ok()) return again.status();
+      *r = std::move(*again);
+      d = r->data();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ember::record

@@ -1,0 +1,148 @@
+// A relation's storage: its pointer pages, data pages and record version chains.
+//
+// Layout: primary data pages hold the newest version of each record in the record's own line
+// (the record number never changes). Older versions ("back versions") go on the same page when
+// they fit, else on secondary data pages, which hold only back versions and fragments and are
+// skipped by scans. A record too large for its page keeps its first part in the line and the
+// rest in a chain of fragments on secondary pages.
+//
+// Careful write: a back version or fragment is stored (on its page) before the record that
+// points at it, and that order is recorded as precedence, so the page holding the pointer never
+// reaches disk before the page it points into. A new data page is written before the pointer
+// page that lists it.
+//
+// Latch order: primary data page -> secondary data page -> mu_ (page lists) -> pointer page ->
+// PIP. A thread holds at most one primary and one secondary data page latch at a time.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/cache/buffer_cache.h"
+#include "engine/cache/page_space.h"
+#include "engine/record/record_format.h"
+#include "engine/txn/txn_manager.h"
+
+namespace ember::record {
+
+// What a reader sees: its own versions, and versions committed at or before its snapshot.
+struct ReadView {
+  uint64_t self = 0;  // own transaction (0: none)
+  uint64_t snapshot_cn = 0;
+  const txn::TxnManager* tm = nullptr;
+  bool Visible(uint64_t writer) const {
+    if (writer == self) return true;
+    const uint64_t cn = tm->StateOf(writer);
+    return txn::IsCommittedCn(cn) && cn <= snapshot_cn;
+  }
+};
+
+struct VisibleVersion {
+  bool exists = false;  // false: no visible version, or the visible one is a delete stub
+  std::string body;     // raw row encoding
+};
+
+// Outcome of an update or delete attempt.
+struct WriteOutcome {
+  enum Code { kDone, kWaitFor, kConflict, kNotFound } code = kDone;
+  uint64_t other_txn = 0;  // kWaitFor / kConflict: the transaction in the way
+  std::string old_body;    // kDone: raw body of the version replaced (empty for a stub)
+  bool old_was_own = false;  // kDone: the replaced version was our own (overwritten in place)
+};
+
+class Relation {
+ public:
+  // Allocates the first pointer page of a new relation for `txn`.
+  static absl::StatusOr<page::PageNo> Create(cache::BufferCache* cache, cache::PageSpace* space,
+                                             uint64_t txn, uint32_t relation_id);
+  Relation(cache::BufferCache* cache, cache::PageSpace* space, const txn::TxnManager* tm,
+           uint32_t relation_id, page::PageNo first_pp);
+  // Reads the pointer-page chain into memory.
+  absl::Status Load();
+
+  uint32_t id() const { return id_; }
+  page::PageNo first_pp() const { return first_pp_; }
+
+  // Stores a new record (raw row encoding) written by `txn`; returns its record number.
+  absl::StatusOr<uint64_t> Insert(uint64_t txn, std::string_view raw);
+  // The version of `rec` visible to `view`. NotFound for a record number that does not exist.
+  absl::StatusOr<VisibleVersion> Read(uint64_t rec, const ReadView& view);
+  // Replaces the newest version by `txn`'s (`raw` = nullptr: a delete stub). `view` decides
+  // conflicts: a newest version committed after the snapshot (unless read committed) is a
+  // conflict; one of another active transaction means wait.
+  absl::StatusOr<WriteOutcome> Write(uint64_t rec, uint64_t txn, const ReadView& view,
+                                     bool read_committed, const std::string* raw);
+  // Visits the versions of a record, newest first (raw bodies; stubs give deleted = true),
+  // while `fn` returns true.
+  absl::Status ForEachVersion(
+      uint64_t rec, const std::function<bool(uint64_t txn, bool deleted, std::string_view raw)>& fn);
+
+  // Number of data page sequences (primary and secondary).
+  uint32_t PageSequences() const;
+  // The visible records of data page sequence `seq` (none for a secondary page).
+  absl::Status ReadPage(uint32_t seq, const ReadView& view,
+                        std::vector<std::pair<uint64_t, std::string>>* out);
+
+  // Every primary record number on data page sequence `seq`, visible or not.
+  absl::Status ListRecords(uint32_t seq, std::vector<uint64_t>* out);
+
+  // For Validate(): checks pointer pages and data pages (page types, relation ids, sequences,
+  // flag agreement, line structure, version chains and fragments); calls `on_record` for each
+  // primary record number; adds every page to `pages`.
+  absl::Status Check(std::vector<std::string>* errors, std::vector<page::PageNo>* pages,
+                     const std::function<void(uint64_t rec)>& on_record, uint64_t* versions);
+
+ private:
+  struct PageInfo {
+    page::PageNo page;
+    uint8_t flags;  // PpFlag bits (mirror of the pointer page)
+  };
+
+  absl::StatusOr<page::PageNo> PageOf(uint32_t seq) const;
+  // Allocates and links a new data page (primary or secondary); returns its sequence.
+  absl::StatusOr<uint32_t> AddDataPage(uint64_t txn, bool secondary);
+  absl::Status SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn);
+  // Stores `rec_bytes` on a secondary page (or on `same_page` if given and it fits).
+  absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreSecondary(uint64_t txn,
+                                                                    std::string_view rec_bytes,
+                                                                    cache::PageRef* primary);
+  // Stores body bytes as a fragment chain on secondary pages; returns the first fragment.
+  absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreFragments(uint64_t txn,
+                                                                    std::string_view bytes,
+                                                                    cache::PageRef* primary);
+  // Builds a version record (header + stored body), fragmenting past `inline_limit` bytes.
+  absl::StatusOr<std::string> BuildVersion(uint64_t txn, RecordHeader h, std::string_view stored,
+                                           size_t inline_limit, cache::PageRef* primary);
+  // The stored (possibly compressed) body of a version: its inline part plus its fragments.
+  absl::StatusOr<std::string> StoredBody(const RecordHeader& h, std::string_view rec);
+  // Raw body of a version given the raw body of the next newer version (for deltas).
+  absl::StatusOr<std::string> RawBody(const RecordHeader& h, std::string_view rec,
+                                      const std::string& newer_raw);
+  absl::Status FreeFragments(const RecordHeader& h);
+  // Reads a record line from another page (secondary), copying it.
+  absl::StatusOr<std::string> ReadLine(page::PageNo p, uint16_t line);
+  absl::StatusOr<VisibleVersion> ReadChain(page::PageNo primary_no, const uint8_t* page,
+                                           uint16_t line, const ReadView& view);
+
+  cache::BufferCache* cache_;
+  cache::PageSpace* space_;
+  const txn::TxnManager* tm_;
+  const uint32_t id_;
+  const page::PageNo first_pp_;
+  const uint32_t ps_;
+  const uint32_t slots_per_pp_;
+
+  mutable std::shared_mutex mu_;
+  std::vector<page::PageNo> pps_;  // guarded by mu_
+  std::vector<PageInfo> pages_;    // guarded by mu_: by data page sequence
+  uint32_t insert_seq_ = 0;        // guarded by mu_: first primary page that may have room
+  int32_t secondary_seq_ = -1;     // guarded by mu_: current page for back versions
+  std::mutex alloc_mu_;            // serialises page additions (taken before mu_)
+};
+
+}  // namespace ember::record

@@ -1,0 +1,323 @@
+// Transaction manager: ids, TIP, commit numbers, group commit, waits (see txn_manager.h).
+#include "engine/txn/txn_manager.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace ember::txn {
+
+using cache::LatchMode;
+using page::PageNo;
+using page::TxnState;
+
+struct TxnManager::CommitRequest {
+  uint64_t txn;
+  bool done = false;
+  absl::Status status;
+};
+
+TxnManager::TxnManager(cache::BufferCache* cache, cache::PageSpace* space,
+                       std::function<absl::Status(uint64_t)> persist_next)
+    : cache_(cache),
+      space_(space),
+      persist_next_(std::move(persist_next)),
+      per_tip_(page::TxnsPerTip(cache->page_size())),
+      chunks_(std::make_unique<std::atomic<std::atomic<uint64_t>*>[]>(kChunks)) {
+  for (uint32_t i = 0; i < kChunks; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+TxnManager::~TxnManager() {
+  for (uint32_t i = 0; i < kChunks; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
+}
+
+std::atomic<uint64_t>* TxnManager::Slot(uint64_t txn) const {
+  if (txn < base_) return nullptr;
+  const uint64_t rel = txn - base_;
+  const uint64_t c = rel >> kChunkBits;
+  if (c >= kChunks) return nullptr;
+  std::atomic<uint64_t>* chunk = chunks_[c].load(std::memory_order_acquire);
+  if (!chunk) {
+    auto* self = const_cast<TxnManager*>(this);
+    std::lock_guard<std::mutex> g(self->chunk_mu_);
+    chunk = chunks_[c].load(std::memory_order_acquire);
+    if (!chunk) {
+      chunk = new std::atomic<uint64_t>[kChunkSize];
+      for (uint64_t i = 0; i < kChunkSize; ++i) chunk[i].store(kCnActive, std::memory_order_relaxed);
+      self->chunks_[c].store(chunk, std::memory_order_release);
+    }
+  }
+  return &chunk[rel & (kChunkSize - 1)];
+}
+
+uint64_t TxnManager::StateOf(uint64_t txn) const {
+  if (txn < base_) return kCnPrehistoric;
+  if (txn >= next_.load(std::memory_order_acquire)) return kCnDead;  // never started
+  std::atomic<uint64_t>* s = Slot(txn);
+  return s ? s->load(std::memory_order_acquire) : kCnDead;
+}
+
+PageNo TxnManager::first_tip() const {
+  std::lock_guard<std::mutex> g(tip_mu_);
+  return tips_.empty() ? page::kNoPage : tips_[0];
+}
+
+// ---------------------------------------------------------------- TIP pages
+
+absl::Status TxnManager::EnsureTip(uint64_t txn) {
+  const uint64_t k = txn / per_tip_;
+  while (tips_.size() <= k) {
+    absl::StatusOr<cache::PageRef> np = space_->Allocate(0);
+    if (!np.ok()) return np.status();
+    const PageNo no = np->page_no();
+    page::InitTip(np->data(), cache_->page_size(), no, tips_.size() * per_tip_);
+    np->Mark(0);
+    np->Release();
+    if (!tips_.empty()) {
+      absl::StatusOr<cache::PageRef> prev = cache_->Fetch(tips_.back(), LatchMode::kExclusive);
+      if (!prev.ok()) return prev.status();
+      if (absl::Status s = cache_->AddPrecedence(*prev, no); !s.ok()) return s;
+      page::TipSetNext(prev->data(), no);
+      prev->Mark(0);
+      prev->Release();
+      tips_.push_back(no);
+      // The chain must be durable before any commit is recorded in the new page.
+      const PageNo both[] = {tips_[tips_.size() - 2], no};
+      if (absl::Status s = cache_->FlushPages(both); !s.ok()) return s;
+    } else {
+      tips_.push_back(no);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TxnManager::SetTipState(uint64_t txn, TxnState st, std::vector<PageNo>* touched) {
+  std::lock_guard<std::mutex> g(tip_mu_);
+  if (absl::Status s = EnsureTip(txn); !s.ok()) return s;
+  const PageNo no = tips_[txn / per_tip_];
+  absl::StatusOr<cache::PageRef> p = cache_->Fetch(no, LatchMode::kExclusive);
+  if (!p.ok()) return p.status();
+  page::TipSetState(p->data(), txn, st);
+  p->Mark(txn);
+  if (touched && std::find(touched->begin(), touched->end(), no) == touched->end()) {
+    touched->push_back(no);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PageNo> TxnManager::CreateInitial() {
+  std::lock_guard<std::mutex> g(tip_mu_);
+  base_ = 1;
+  next_.store(1);
+  if (absl::Status s = EnsureTip(0); !s.ok()) return s;
+  return tips_[0];
+}
+
+absl::Status TxnManager::Load(PageNo first_tip, uint64_t oit, uint64_t next) {
+  {
+    std::lock_guard<std::mutex> g(tip_mu_);
+    tips_.clear();
+    for (PageNo p = first_tip; p != page::kNoPage;) {
+      absl::StatusOr<cache::PageRef> r = cache_->Fetch(p, LatchMode::kShared);
+      if (!r.ok()) return r.status();
+      if (page::GetType(r->data()) != page::PageType::kTip ||
+          page::TipFirstTxn(r->data()) != tips_.size() * per_tip_) {
+        return absl::DataLossError(absl::StrCat("page ", p, " of ", cache_->file()->path(),
+                                                ": expected TIP page ", tips_.size()));
+      }
+      tips_.push_back(p);
+      p = page::TipNext(r->data());
+      if (tips_.size() > (uint64_t{1} << 32)) return absl::DataLossError("TIP chain loops");
+    }
+    if (tips_.empty()) return absl::DataLossError("database has no TIP page");
+  }
+  base_ = std::max<uint64_t>(1, oit);
+  next_.store(std::max<uint64_t>(next, base_));
+  reserved_ = next_.load();
+  // States of [base_, next): anything still active crashed with us: it is dead now.
+  std::vector<PageNo> touched;
+  for (uint64_t t = base_; t < next_.load(); ++t) {
+    TxnState st = TxnState::kActive;
+    {
+      std::lock_guard<std::mutex> g(tip_mu_);
+      const uint64_t k = t / per_tip_;
+      if (k < tips_.size()) {
+        absl::StatusOr<cache::PageRef> r = cache_->Fetch(tips_[k], LatchMode::kShared);
+        if (!r.ok()) return r.status();
+        st = page::TipGetState(r->data(), t);
+      }
+    }
+    uint64_t cn = kCnDead;
+    if (st == TxnState::kCommitted) cn = kCnPrehistoric;
+    else if (st == TxnState::kLimbo) cn = kCnLimbo;
+    else if (st == TxnState::kActive) {
+      if (absl::Status s = SetTipState(t, TxnState::kDead, &touched); !s.ok()) return s;
+    }
+    Slot(t)->store(cn, std::memory_order_release);
+  }
+  if (!touched.empty()) return cache_->FlushPages(touched);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- begin / end
+
+absl::StatusOr<TxnManager::Started> TxnManager::Begin() {
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> g(id_mu_);
+    id = next_.load(std::memory_order_relaxed);
+    if (id >= reserved_) {
+      if (absl::Status s = persist_next_(id + kReserveBlock); !s.ok()) return s;
+      reserved_ = id + kReserveBlock;
+    }
+    Slot(id)->store(kCnActive, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> a(active_mu_);
+    uint64_t oldest = id;
+    for (const auto& [t, o] : active_) oldest = std::min(oldest, t);
+    active_.emplace(id, oldest);
+    next_.store(id + 1, std::memory_order_release);
+  }
+  {
+    std::lock_guard<std::mutex> g(tip_mu_);
+    if (id / per_tip_ >= tips_.size()) {
+      if (absl::Status s = EnsureTip(id); !s.ok()) return s;
+    }
+  }
+  return Started{id, CurrentCn()};
+}
+
+void TxnManager::Finished(uint64_t txn) {
+  {
+    std::lock_guard<std::mutex> a(active_mu_);
+    active_.erase(txn);
+  }
+  std::lock_guard<std::mutex> w(wait_mu_);
+  wait_cv_.notify_all();
+}
+
+absl::Status TxnManager::MarkDead(uint64_t txn) {
+  Slot(txn)->store(kCnDead, std::memory_order_release);
+  absl::Status s = SetTipState(txn, TxnState::kDead, nullptr);
+  Finished(txn);
+  return s;
+}
+
+absl::Status TxnManager::Commit(uint64_t txn) {
+  CommitRequest req{txn};
+  std::unique_lock<std::mutex> lk(commit_mu_);
+  commit_queue_.push_back(&req);
+  while (!req.done) {
+    if (!leader_active_) {
+      leader_active_ = true;
+      std::vector<CommitRequest*> batch;
+      batch.swap(commit_queue_);
+      lk.unlock();
+      std::vector<uint64_t> ids;
+      ids.reserve(batch.size());
+      for (CommitRequest* r : batch) ids.push_back(r->txn);
+      absl::Status s = CommitGroup(ids);
+      lk.lock();
+      for (CommitRequest* r : batch) {
+        r->status = s;
+        r->done = true;
+      }
+      leader_active_ = false;
+      commit_cv_.notify_all();
+    } else {
+      commit_cv_.wait(lk);
+    }
+  }
+  lk.unlock();
+  if (!req.status.ok()) return req.status;
+  Finished(txn);
+  return absl::OkStatus();
+}
+
+// The slot gets its CN before last_cn_ moves past it, so a snapshot either predates the commit
+// (and never sees it) or includes it (and sees it from then on).
+void TxnManager::Publish(uint64_t txn) {
+  std::lock_guard<std::mutex> g(cn_mu_);
+  const uint64_t cn = last_cn_.load(std::memory_order_relaxed) + 1;
+  Slot(txn)->store(cn, std::memory_order_release);
+  last_cn_.store(cn, std::memory_order_release);
+}
+
+absl::Status TxnManager::CommitNoWrites(uint64_t txn) {
+  if (absl::Status s = SetTipState(txn, TxnState::kCommitted, nullptr); !s.ok()) return s;
+  Publish(txn);
+  commits_.fetch_add(1, std::memory_order_relaxed);
+  Finished(txn);
+  return absl::OkStatus();
+}
+
+absl::Status TxnManager::CommitGroup(const std::vector<uint64_t>& txns) {
+  // 1. Every page the transactions changed, in precedence order, then sync.
+  if (absl::Status s = cache_->FlushTxns(txns); !s.ok()) return s;
+  // 2. The commit point: their TIP bits, written and synced.
+  std::vector<PageNo> tips;
+  for (uint64_t t : txns) {
+    if (absl::Status s = SetTipState(t, TxnState::kCommitted, &tips); !s.ok()) return s;
+  }
+  if (absl::Status s = cache_->FlushPages(tips); !s.ok()) return s;
+  // 3. Publish: later snapshots see them.
+  for (uint64_t t : txns) Publish(t);
+  commits_.fetch_add(txns.size(), std::memory_order_relaxed);
+  group_flushes_.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- waits
+
+absl::StatusOr<uint64_t> TxnManager::WaitFor(uint64_t self, uint64_t other, int64_t timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::unique_lock<std::mutex> lk(wait_mu_);
+  // Deadlock: does `other` (transitively) wait for us?
+  for (uint64_t t = other, hops = 0; hops < 1024; ++hops) {
+    auto it = waits_for_.find(t);
+    if (it == waits_for_.end()) break;
+    if (it->second == self) {
+      return absl::AbortedError(absl::StrCat("deadlock: transaction ", self, " and ", other,
+                                             " wait for each other"));
+    }
+    t = it->second;
+  }
+  waits_for_[self] = other;
+  while (StateOf(other) == kCnActive) {
+    if (timeout_ms < 0) {
+      wait_cv_.wait_for(lk, std::chrono::milliseconds(100));
+    } else if (wait_cv_.wait_until(lk, deadline) == std::cv_status::timeout &&
+               StateOf(other) == kCnActive) {
+      waits_for_.erase(self);
+      return absl::DeadlineExceededError(absl::StrCat("lock time-out waiting for transaction ",
+                                                      other));
+    }
+  }
+  waits_for_.erase(self);
+  return StateOf(other);
+}
+
+TxnCounters TxnManager::counters() const {
+  TxnCounters c;
+  c.next = next_.load();
+  c.commits = commits_.load();
+  c.group_flushes = group_flushes_.load();
+  std::lock_guard<std::mutex> a(active_mu_);
+  c.oat = c.next;
+  c.ost = c.next;
+  for (const auto& [t, oldest] : active_) {
+    c.oat = std::min(c.oat, t);
+    c.ost = std::min(c.ost, oldest);
+  }
+  // OIT: oldest transaction that is not committed (dead ones stay interesting until swept).
+  c.oit = c.oat;
+  for (uint64_t t = base_; t < c.oat; ++t) {
+    if (!IsCommittedCn(StateOf(t))) {
+      c.oit = t;
+      break;
+    }
+  }
+  return c;
+}
+
+}  // namespace ember::txn

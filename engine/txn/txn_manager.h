@@ -1,0 +1,137 @@
+// Transaction ids, states and commit numbers; the TIP pages; group commit; waiting for a
+// conflicting transaction (with deadlock detection).
+//
+// Model (architecture.md, "MVCC"): a committed transaction gets a commit number (CN); a snapshot
+// is a CN; a version is visible to a snapshot when its writer committed with CN <= snapshot.
+// Commit numbers live only in memory: transactions committed before the database was opened all
+// get kCnPrehistoric, which every snapshot sees. Transaction ids come from memory and are
+// reserved in blocks on the header page, so starting a transaction writes nothing.
+//
+// Commit (group commit): committing threads queue; one of them becomes the leader, flushes the
+// pages of every queued transaction in one batched, precedence-ordered write (one sync), sets
+// their TIP bits, writes the TIP pages (one sync), and only then publishes their commit numbers.
+//
+// Lock order: commit_mu_ is never held during I/O; tip_mu_ -> cache latches; wait_mu_ alone.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/cache/buffer_cache.h"
+#include "engine/cache/page_space.h"
+#include "engine/page/tip.h"
+
+namespace ember::txn {
+
+// Commit-number values with special meaning; real commit numbers start at kCnFirst.
+constexpr uint64_t kCnActive = 0;
+constexpr uint64_t kCnDead = 1;
+constexpr uint64_t kCnLimbo = 2;
+constexpr uint64_t kCnPrehistoric = 3;  // committed before this open
+constexpr uint64_t kCnFirst = 4;
+
+inline bool IsCommittedCn(uint64_t cn) { return cn >= kCnPrehistoric; }
+
+struct TxnCounters {
+  uint64_t next = 0, oit = 0, oat = 0, ost = 0;
+  uint64_t commits = 0, group_flushes = 0;
+};
+
+class TxnManager {
+ public:
+  // `persist_next(n)` durably records on the header page that no id >= n was handed out; it is
+  // called with a block reservation ahead of use.
+  TxnManager(cache::BufferCache* cache, cache::PageSpace* space,
+             std::function<absl::Status(uint64_t)> persist_next);
+  ~TxnManager();
+
+  // For a new database: creates the first TIP page (returned) and starts ids at 1.
+  absl::StatusOr<page::PageNo> CreateInitial();
+  // For an existing database: loads the TIP chain from `first_tip`, states of [oit, next) into
+  // memory; every transaction left active by a crash becomes dead (written to the TIP).
+  absl::Status Load(page::PageNo first_tip, uint64_t oit, uint64_t next);
+
+  struct Started {
+    uint64_t id;
+    uint64_t snapshot;  // CN visible to a snapshot transaction
+  };
+  absl::StatusOr<Started> Begin();
+  // The newest published CN (what a read-committed statement sees).
+  uint64_t CurrentCn() const { return last_cn_.load(std::memory_order_acquire); }
+  // kCnActive, kCnDead, kCnLimbo or the transaction's CN.
+  uint64_t StateOf(uint64_t txn) const;
+
+  absl::Status Commit(uint64_t txn);
+  // Commit of a transaction that changed no page: nothing to flush, so no sync; its TIP bit is
+  // written lazily (if lost in a crash it reads as dead, which is the same for a reader).
+  absl::Status CommitNoWrites(uint64_t txn);
+  // Marks `txn` dead (rolled back): its versions are ignored by every reader from now on.
+  absl::Status MarkDead(uint64_t txn);
+
+  // Blocks until `other` is no longer active, `timeout_ms` passes (-1: no limit) or waiting
+  // would deadlock. Returns the state of `other` afterwards, or Aborted (deadlock) /
+  // DeadlineExceeded (timeout).
+  absl::StatusOr<uint64_t> WaitFor(uint64_t self, uint64_t other, int64_t timeout_ms);
+
+  TxnCounters counters() const;
+  uint64_t next_id() const { return next_.load(std::memory_order_acquire); }
+  page::PageNo first_tip() const;
+
+ private:
+  std::atomic<uint64_t>* Slot(uint64_t txn) const;  // nullptr below base_
+  absl::Status EnsureTip(uint64_t txn);              // REQUIRES tip_mu_
+  absl::Status SetTipState(uint64_t txn, page::TxnState s, std::vector<page::PageNo>* touched);
+  absl::Status CommitGroup(const std::vector<uint64_t>& txns);
+  void Finished(uint64_t txn);
+  void Publish(uint64_t txn);
+
+  static constexpr uint32_t kChunkBits = 16;
+  static constexpr uint64_t kChunkSize = uint64_t{1} << kChunkBits;
+  static constexpr uint32_t kChunks = 1u << 16;
+  static constexpr uint64_t kReserveBlock = 4096;
+
+  cache::BufferCache* cache_;
+  cache::PageSpace* space_;
+  std::function<absl::Status(uint64_t)> persist_next_;
+  const uint64_t per_tip_;
+
+  uint64_t base_ = 1;  // ids below are committed (prehistoric)
+  std::unique_ptr<std::atomic<std::atomic<uint64_t>*>[]> chunks_;
+  std::mutex chunk_mu_;  // allocation of chunks
+
+  std::atomic<uint64_t> next_{1};
+  std::atomic<uint64_t> last_cn_{kCnPrehistoric};
+  std::mutex cn_mu_;  // publication of commit numbers, in order
+  std::mutex id_mu_;              // id reservation
+  uint64_t reserved_ = 0;         // guarded by id_mu_: ids below are covered by the header
+
+  mutable std::mutex tip_mu_;
+  std::vector<page::PageNo> tips_;  // guarded by tip_mu_: TIP page of block k
+
+  // Active transactions and the oldest active id each saw at start (for OST).
+  mutable std::mutex active_mu_;
+  absl::flat_hash_map<uint64_t, uint64_t> active_;  // guarded by active_mu_
+
+  // Group commit.
+  struct CommitRequest;
+  std::mutex commit_mu_;
+  std::condition_variable commit_cv_;
+  std::vector<CommitRequest*> commit_queue_;  // guarded by commit_mu_
+  bool leader_active_ = false;                // guarded by commit_mu_
+  std::atomic<uint64_t> commits_{0};
+  std::atomic<uint64_t> group_flushes_{0};
+
+  // Waiting for other transactions.
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  absl::flat_hash_map<uint64_t, uint64_t> waits_for_;  // guarded by wait_mu_
+};
+
+}  // namespace ember::txn

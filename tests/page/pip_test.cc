@@ -1,0 +1,142 @@
+// Tests for page inventory pages, the free-page bitmap (engine/page/pip.h).
+#include "engine/page/pip.h"
+
+#include <catch2/catch.hpp>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "engine/util/coding.h"
+
+namespace ember::page {
+namespace {
+
+TEST_CASE("pip: geometry", "[page]") {
+  CHECK(PagesPerPip(4096) == (4096 - 32) * 8);
+  CHECK(PagesPerPip(32768) == (32768 - 32) * 8);
+  CHECK(PipPageNo(0, 8192) == 1);
+  CHECK(PipPageNo(1, 8192) == PagesPerPip(8192));
+  CHECK(PipPageNo(3, 8192) == 3 * PagesPerPip(8192));
+}
+
+TEST_CASE("pip: PIP 0 reserves the header page and itself", "[page]") {
+  for (uint32_t ps : {4096u, 8192u, 16384u, 32768u}) {
+    INFO("page size " << ps);
+    std::vector<uint8_t> page(ps);
+    InitPip(page.data(), ps, PipPageNo(0, ps), 0);
+    CHECK(GetType(page.data()) == PageType::kPip);
+    CHECK(GetPageNo(page.data()) == 1);
+    CHECK_FALSE(PipIsFree(page.data(), ps, 0));
+    CHECK_FALSE(PipIsFree(page.data(), ps, 1));
+    CHECK(PipIsFree(page.data(), ps, 2));
+    CHECK(PipIsFree(page.data(), ps, PagesPerPip(ps) - 1));
+    CHECK_FALSE(PipIsFree(page.data(), ps, PagesPerPip(ps)));  // not covered
+    CHECK(PipFindFree(page.data(), ps) == PageNo{2});
+    SealPage(page.data(), ps);
+    CHECK(VerifyPage(page.data(), ps, 1, "db").ok());
+  }
+}
+
+TEST_CASE("pip: PIP k >= 1 lives on the first page of its range", "[page]") {
+  const uint32_t ps = 4096;
+  const PageNo first = PipPageNo(2, ps);
+  std::vector<uint8_t> page(ps);
+  InitPip(page.data(), ps, first, first);
+  CHECK(util::Get32(page.data() + 16) == first);
+  CHECK_FALSE(PipIsFree(page.data(), ps, first));
+  CHECK(PipIsFree(page.data(), ps, first + 1));
+  CHECK_FALSE(PipIsFree(page.data(), ps, first - 1));
+  CHECK_FALSE(PipIsFree(page.data(), ps, 0));
+  CHECK(PipFindFree(page.data(), ps) == first + 1);
+  PipSetFree(page.data(), ps, first - 1, true);  // outside: ignored
+  CHECK_FALSE(PipIsFree(page.data(), ps, first - 1));
+}
+
+TEST_CASE("pip: bitmap bit order is LSB first and 1 means free", "[page]") {
+  const uint32_t ps = 4096;
+  std::vector<uint8_t> page(ps);
+  InitPip(page.data(), ps, 1, 0);
+  CHECK(page[32] == 0xFC);  // pages 0 and 1 in use
+  CHECK(page[33] == 0xFF);
+  CHECK(page[ps - 1] == 0xFF);
+  PipSetFree(page.data(), ps, 9, false);
+  CHECK(page[33] == 0xFD);
+  PipSetFree(page.data(), ps, 8 * (ps - 32) - 1, false);
+  CHECK(page[ps - 1] == 0x7F);
+}
+
+TEST_CASE("pip: allocate every page, then free and find again", "[page]") {
+  const uint32_t ps = 4096;
+  std::vector<uint8_t> page(ps);
+  InitPip(page.data(), ps, 1, 0);
+  PageNo expect = 2;
+  uint32_t n = 0;
+  while (auto p = PipFindFree(page.data(), ps)) {
+    REQUIRE(*p == expect);
+    PipSetFree(page.data(), ps, *p, false);
+    ++expect;
+    ++n;
+  }
+  CHECK(n == PagesPerPip(ps) - 2);
+  CHECK(util::Get32(page.data() + 20) == PagesPerPip(ps));  // hint parked at the end
+  CHECK_FALSE(PipFindFree(page.data(), ps).has_value());
+  PipSetFree(page.data(), ps, 5000, true);
+  CHECK(util::Get32(page.data() + 20) == 5000);
+  CHECK(PipFindFree(page.data(), ps) == PageNo{5000});
+  PipSetFree(page.data(), ps, 100, true);  // below the hint: the hint follows
+  CHECK(PipFindFree(page.data(), ps) == PageNo{100});
+  PipSetFree(page.data(), ps, 100, false);
+  CHECK(PipFindFree(page.data(), ps) == PageNo{5000});
+  PipSetFree(page.data(), ps, 5000, false);
+  CHECK_FALSE(PipFindFree(page.data(), ps).has_value());
+}
+
+TEST_CASE("pip: random allocate/free against a model", "[page]") {
+  for (uint32_t ps : {4096u, 8192u}) {
+    INFO("page size " << ps);
+    const PageNo first = PipPageNo(1, ps);
+    const uint32_t n = PagesPerPip(ps);
+    std::vector<uint8_t> page(ps);
+    InitPip(page.data(), ps, first, first);
+    std::vector<bool> model(n, true);
+    model[0] = false;
+    std::set<uint32_t> free_set;  // the same, for a quick lowest-free answer
+    for (uint32_t i = 1; i < n; ++i) free_set.insert(i);
+    std::mt19937 rng(ps + 7);
+    for (int op = 0; op < 20000; ++op) {
+      if (rng() % 3 != 0) {
+        // Allocate: must get the lowest free page.
+        auto p = PipFindFree(page.data(), ps);
+        const uint32_t lowest = free_set.empty() ? n : *free_set.begin();
+        if (lowest == n) {
+          REQUIRE_FALSE(p.has_value());
+        } else {
+          REQUIRE(p.has_value());
+          REQUIRE(*p == first + lowest);
+          PipSetFree(page.data(), ps, *p, false);
+          model[lowest] = false;
+          free_set.erase(lowest);
+        }
+      } else {
+        // Free (or re-mark) a random page, biased to low numbers so allocations recur there.
+        const uint32_t i = 1 + rng() % ((rng() % 2) ? 300 : n - 1);
+        const bool f = rng() % 4 != 0;
+        PipSetFree(page.data(), ps, first + i, f);
+        model[i] = f;
+        if (f) {
+          free_set.insert(i);
+        } else {
+          free_set.erase(i);
+        }
+      }
+      if (op % 1000 == 0) {
+        uint32_t mismatches = 0;
+        for (uint32_t i = 0; i < n; ++i) mismatches += PipIsFree(page.data(), ps, first + i) != model[i];
+        REQUIRE(mismatches == 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember::page
