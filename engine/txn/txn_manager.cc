@@ -310,13 +310,11 @@ TxnCounters TxnManager::counters() const {
     c.ost = std::min(c.ost, oldest);
   }
   // OIT: oldest transaction that is not committed (dead ones stay interesting until swept).
-  c.oit = c.oat;
-  for (uint64_t t = base_; t < c.oat; ++t) {
-    if (!IsCommittedCn(StateOf(t))) {
-      c.oit = t;
-      break;
-    }
-  }
+  // It only moves forward, so the scan resumes where the last one stopped.
+  uint64_t t = std::max(base_, oit_scan_.load(std::memory_order_relaxed));
+  while (t < c.oat && IsCommittedCn(StateOf(t))) ++t;
+  oit_scan_.store(t, std::memory_order_relaxed);
+  c.oit = t;
   return c;
 }
 

@@ -107,6 +107,7 @@ class TxnManager {
   std::mutex chunk_mu_;  // allocation of chunks
 
   std::atomic<uint64_t> next_{1};
+  mutable std::atomic<uint64_t> oit_scan_{0};  // where the last OIT scan stopped
   std::atomic<uint64_t> last_cn_{kCnPrehistoric};
   std::mutex cn_mu_;  // publication of commit numbers, in order
   std::mutex id_mu_;              // id reservation
