@@ -259,12 +259,20 @@ absl::Status BufferCache::WriteClaimed(Frame* f) {
 
 absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) {
   Frame* f;
-  {
-    std::lock_guard<std::mutex> g(miss_mu_);
-    if (Lookup(no)) return absl::AbortedError("raced");
-    absl::StatusOr<Frame*> v = ClaimVictim();
-    if (!v.ok()) return v.status();
-    f = *v;
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<Frame*> v;
+    {
+      std::lock_guard<std::mutex> g(miss_mu_);
+      if (Lookup(no)) return absl::AbortedError("raced");
+      v = ClaimVictim();
+    }
+    if (v.ok()) {
+      f = *v;
+      break;
+    }
+    if (attempt >= 16) return v.status();
+    CleanForEviction();
+    if (attempt > 2) std::this_thread::yield();
   }
   // The victim is ours (claimed, unpinned). Write it out if dirty, still mapped under its old
   // number so that nobody re-reads a stale copy from disk meanwhile.
@@ -369,7 +377,7 @@ absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
   return absl::OkStatus();
 }
 
-absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held) {
+absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, FlushMode mode) {
   // Level of a page = 1 + the highest level among its dirty prerequisites; computed by DFS.
   absl::flat_hash_map<Frame*, int> level;  // -1 while on the DFS stack
   std::vector<std::vector<Frame*>> levels;
@@ -411,7 +419,7 @@ absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held) {
       st.pop_back();
     }
   }
-  return WriteLevels(levels, held);
+  return WriteLevels(levels, held, mode);
 }
 
 // Writes level by level; pages of one level go out in batches. A page being copied is pinned
@@ -419,7 +427,10 @@ absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held) {
 // race on one page. A writer never blocks on a latch or on another page's `writing` while holding
 // `writing` flags of its own: it submits what it has first. That keeps it deadlock-free against
 // threads that hold latches and wait for `writing`.
-absl::Status BufferCache::WriteLevels(std::vector<std::vector<Frame*>>& levels, Frame* held) {
+absl::Status BufferCache::WriteLevels(std::vector<std::vector<Frame*>>& levels, Frame* held,
+                                      FlushMode mode) {
+  const bool evict = mode == FlushMode::kEvict;
+  bool stopped = false;  // eviction mode met a busy page: later levels must wait
   const uint32_t ps = opts_.page_size;
   struct Pending {
     Frame* f;
@@ -460,17 +471,35 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<Frame*>>& levels, 
       if (!own) {
         bool pinned = false;
         while (!(pinned = TryPin(f, no)) && f->page_no.load(std::memory_order_acquire) == no) {
+          if (evict) break;
           std::this_thread::yield();  // being evicted: the evictor writes it
         }
-        if (!pinned) continue;
+        if (!pinned) {
+          stopped |= evict;
+          continue;
+        }
       }
-      while (f->writing.exchange(true, std::memory_order_acquire)) {
-        if (!batch.empty()) submit();
-        std::this_thread::yield();
-      }
-      if (!own && !f->latch.try_lock_shared()) {
-        if (!batch.empty()) submit();
-        f->latch.lock_shared();
+      if (evict) {
+        if (f->writing.exchange(true, std::memory_order_acquire)) {
+          if (!own) Unpin(f);
+          stopped = true;
+          continue;
+        }
+        if (!own && !f->latch.try_lock_shared()) {
+          f->writing.store(false, std::memory_order_release);
+          Unpin(f);
+          stopped = true;
+          continue;
+        }
+      } else {
+        while (f->writing.exchange(true, std::memory_order_acquire)) {
+          if (!batch.empty()) submit();
+          std::this_thread::yield();
+        }
+        if (!own && !f->latch.try_lock_shared()) {
+          if (!batch.empty()) submit();
+          f->latch.lock_shared();
+        }
       }
       Pending p{f, no, 0, own, nullptr};
       {
@@ -486,13 +515,28 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<Frame*>>& levels, 
       batch.push_back(std::move(p));
     }
     submit();
+    if (stopped) break;
     if (first_error.ok() && opts_.forced_writes && lv + 1 < levels.size()) {
       first_error = file_->Sync();
     }
   }
   if (!first_error.ok()) return first_error;
-  if (opts_.forced_writes) return file_->Sync();
+  if (opts_.forced_writes && !evict) return file_->Sync();
   return absl::OkStatus();
+}
+
+void BufferCache::CleanForEviction() {
+  // Dirty unpinned pages, oldest by clock position first; their dirty prerequisites come along.
+  std::vector<Frame*> roots;
+  const uint32_t n = opts_.capacity;
+  for (uint32_t i = 0; i < n && roots.size() < 64; ++i) {
+    Frame* f = frames_[i].get();
+    if (f->dirty.load(std::memory_order_acquire) && f->pins.load(std::memory_order_relaxed) == 0) {
+      roots.push_back(f);
+    }
+  }
+  if (roots.empty()) return;
+  (void)FlushSet(std::move(roots), nullptr, FlushMode::kEvict);  // errors resurface on retry
 }
 
 absl::Status BufferCache::FlushTxns(std::span<const uint64_t> txns) {

@@ -129,8 +129,15 @@ class BufferCache {
   bool IsDirtyResident(PageNo no) const;
 
   // Writes the pages in `order` (already in precedence order, grouped in levels).
-  absl::Status WriteLevels(std::vector<std::vector<Frame*>>& levels, Frame* held);
-  absl::Status FlushSet(std::vector<Frame*> roots, Frame* held);
+  // How a flush treats busy pages: a commit/close flush waits for latches and syncs at the end;
+  // an eviction flush (the cache is full of dirty pages whose prerequisites are dirty too) may
+  // run while the caller holds latches, so it never blocks: it stops at the first busy page.
+  enum class FlushMode { kDurable, kEvict };
+  absl::Status WriteLevels(std::vector<std::vector<Frame*>>& levels, Frame* held, FlushMode mode);
+  absl::Status FlushSet(std::vector<Frame*> roots, Frame* held,
+                        FlushMode mode = FlushMode::kDurable);
+  // Writes some dirty, unpinned pages with their prerequisites so that eviction finds victims.
+  void CleanForEviction();
   absl::Status WriteClaimed(Frame* f);
 
   io::File* file_;

@@ -24,9 +24,13 @@ uint64_t ReadBigEndian(std::string_view in) {
   return v;
 }
 
+bool HasTag(std::string_view in, KeyColumnType type) {
+  return !in.empty() && static_cast<uint8_t>(in[0]) == static_cast<uint8_t>(type);
+}
+
 // Checks the tag and that 8 payload bytes follow; returns the payload.
 bool ReadFixed(std::string_view in, KeyColumnType type, uint64_t* v) {
-  if (in.size() < 9 || static_cast<uint8_t>(in[0]) != static_cast<uint8_t>(type)) return false;
+  if (in.size() < 9 || !HasTag(in, type)) return false;
   *v = ReadBigEndian(in.substr(1, 8));
   return true;
 }
@@ -75,9 +79,7 @@ bool PeekKeyColumnType(std::string_view in, KeyColumnType* type) {
 }
 
 bool DecodeKeyNull(std::string_view* in) {
-  if (in->empty() || static_cast<uint8_t>((*in)[0]) != static_cast<uint8_t>(KeyColumnType::kNull)) {
-    return false;
-  }
+  if (!HasTag(*in, KeyColumnType::kNull)) return false;
   in->remove_prefix(1);
   return true;
 }
@@ -100,9 +102,7 @@ bool DecodeKeyDouble(std::string_view* in, double* v) {
 }
 
 bool DecodeKeyString(std::string_view* in, std::string* v) {
-  if (in->empty() || static_cast<uint8_t>((*in)[0]) != static_cast<uint8_t>(KeyColumnType::kString)) {
-    return false;
-  }
+  if (!HasTag(*in, KeyColumnType::kString)) return false;
   std::string out;
   for (size_t i = 1; i < in->size(); ++i) {
     const char c = (*in)[i];
