@@ -31,7 +31,12 @@ struct Frame {
 };
 
 namespace {
-uint64_t TxnBit(uint64_t txn) { return uint64_t{1} << (txn & 63); }
+// Bit 63 belongs to the engine itself (txn 0): pages it marks, such as a pointer page that
+// gained a data page or the pages a B-tree split relinked, are written by every commit flush, so
+// a committed change on a page never outlives (on disk) the link that makes the page reachable,
+// even when the transaction that made the link rolled back. Transactions share bits 0..62.
+constexpr uint64_t kSystemBit = uint64_t{1} << 63;
+uint64_t TxnBit(uint64_t txn) { return txn == 0 ? kSystemBit : uint64_t{1} << (txn % 63); }
 }  // namespace
 
 // ---------------------------------------------------------------- PageRef
@@ -239,7 +244,7 @@ absl::Status BufferCache::WriteClaimed(Frame* f) {
   }
   // With forced writes a prerequisite written by an earlier eviction must be durable first.
   if (had_prereqs && opts_.forced_writes) {
-    if (absl::Status s = file_->Sync(); !s.ok()) return s;
+    if (absl::Status s = SyncFile(); !s.ok()) return s;
   }
   std::vector<uint8_t> copy(f->data, f->data + opts_.page_size);
   page::SealPage(copy.data(), opts_.page_size);
@@ -248,6 +253,7 @@ absl::Status BufferCache::WriteClaimed(Frame* f) {
       !s.ok()) {
     return s;
   }
+  unsynced_writes_.store(true);  // before the page reads as clean
   std::memcpy(f->data + page::hdr::kGeneration, copy.data() + page::hdr::kGeneration, 4);
   util::Count(counters_, util::Counter::kWrites);
   std::lock_guard<std::mutex> g(f->meta);
@@ -282,15 +288,20 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
       return s;
     }
   }
+  // Latched before miss_mu_ (which is never held while taking a latch: threads holding latches
+  // take miss_mu_ on their misses). Uncontended: nobody can pin a claimed frame, so the try
+  // succeeds; taken as a try, it also tells lock-order checkers (TSan) that this acquisition
+  // cannot deadlock, whatever locks the caller holds (frames are reused for other pages).
+  if (!f->latch.try_lock()) f->latch.lock();
   {
     std::lock_guard<std::mutex> g(miss_mu_);
     if (Lookup(no)) {
+      f->latch.unlock();
       f->pins.fetch_sub(kClaimed, std::memory_order_release);
       return absl::AbortedError("raced");
     }
     PageNo old = f->page_no.load(std::memory_order_relaxed);
     if (old != kUnmapped) UnmapLocked(old);
-    f->latch.lock();  // uncontended: nobody can pin a claimed frame
     f->valid = false;
     f->page_no.store(no, std::memory_order_release);
     MapLocked(no, f->index);
@@ -380,12 +391,14 @@ absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
 absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, FlushMode mode) {
   // Level of a page = 1 + the highest level among its dirty prerequisites; computed by DFS.
   absl::flat_hash_map<Frame*, int> level;  // -1 while on the DFS stack
-  std::vector<std::vector<Frame*>> levels;
+  std::vector<std::vector<std::pair<Frame*, PageNo>>> levels;
   struct Item {
     Frame* f;
+    PageNo no;  // the page it held when `deps` were read (read first)
     std::vector<Frame*> deps;
     size_t next = 0;
   };
+  auto page_of = [](Frame* f) { return f->page_no.load(std::memory_order_acquire); };
   auto deps_of = [&](Frame* f) {
     std::vector<Frame*> d;
     std::lock_guard<std::mutex> g(f->meta);
@@ -401,25 +414,30 @@ absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, Flush
   for (Frame* root : roots) {
     if (level.contains(root)) continue;
     std::vector<Item> st;
-    st.push_back({root, deps_of(root)});
+    st.push_back({root, page_of(root), deps_of(root)});
     level[root] = -1;
     while (!st.empty()) {
       Item& it = st.back();
       if (it.next < it.deps.size()) {
         Frame* d = it.deps[it.next++];
         auto [pos, fresh] = level.try_emplace(d, -1);
-        if (fresh) st.push_back({d, deps_of(d)});
+        if (fresh) st.push_back({d, page_of(d), deps_of(d)});
         continue;  // an edge to a page on the stack (-1) is a cycle: ignore that edge
       }
       int lv = 0;
       for (Frame* d : it.deps) lv = std::max(lv, level[d] + 1);
       level[it.f] = lv;
       if (levels.size() <= static_cast<size_t>(lv)) levels.resize(lv + 1);
-      levels[lv].push_back(it.f);
+      levels[lv].emplace_back(it.f, it.no);
       st.pop_back();
     }
   }
   return WriteLevels(levels, held, mode);
+}
+
+absl::Status BufferCache::SyncFile() {
+  unsynced_writes_.store(false);
+  return file_->Sync();
 }
 
 // Writes level by level; pages of one level go out in batches. A page being copied is pinned
@@ -427,8 +445,8 @@ absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, Flush
 // race on one page. A writer never blocks on a latch or on another page's `writing` while holding
 // `writing` flags of its own: it submits what it has first. That keeps it deadlock-free against
 // threads that hold latches and wait for `writing`.
-absl::Status BufferCache::WriteLevels(std::vector<std::vector<Frame*>>& levels, Frame* held,
-                                      FlushMode mode) {
+absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels,
+                                      Frame* held, FlushMode mode) {
   const bool evict = mode == FlushMode::kEvict;
   bool stopped = false;  // eviction mode met a busy page: later levels must wait
   const uint32_t ps = opts_.page_size;
@@ -441,13 +459,22 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<Frame*>>& levels, 
   };
   std::vector<Pending> batch;
   absl::Status first_error;
+  // A level-0 page with (clean) prerequisites: they were written after the edge was recorded,
+  // perhaps by an eviction that did not sync. With forced writes, sync before writing it.
+  bool presync = false;
   auto submit = [&]() {
     std::vector<io::WriteRequest> reqs;
     for (const Pending& p : batch) {
       if (p.bytes) reqs.push_back({uint64_t{p.no} * ps, p.bytes.get(), ps});
     }
-    absl::Status s = reqs.empty() ? absl::OkStatus() : file_->WriteBatch(reqs);
-    if (s.ok() && !reqs.empty()) util::Count(counters_, util::Counter::kWrites, reqs.size());
+    absl::Status s;
+    if (!reqs.empty() && presync && opts_.forced_writes && unsynced_writes_.load()) s = SyncFile();
+    presync = false;
+    if (s.ok() && !reqs.empty()) s = file_->WriteBatch(reqs);
+    if (s.ok() && !reqs.empty()) {
+      unsynced_writes_.store(true);  // before the pages read as clean
+      util::Count(counters_, util::Counter::kWrites, reqs.size());
+    }
     for (Pending& p : batch) {
       if (s.ok() && p.bytes) {
         std::lock_guard<std::mutex> g(p.f->meta);
@@ -465,8 +492,7 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<Frame*>>& levels, 
     if (!s.ok() && first_error.ok()) first_error = s;
   };
   for (size_t lv = 0; lv < levels.size() && first_error.ok(); ++lv) {
-    for (Frame* f : levels[lv]) {
-      const PageNo no = f->page_no.load(std::memory_order_acquire);
+    for (auto [f, no] : levels[lv]) {
       const bool own = (f == held);
       if (!own) {
         bool pinned = false;
@@ -492,13 +518,16 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<Frame*>>& levels, 
           continue;
         }
       } else {
-        while (f->writing.exchange(true, std::memory_order_acquire)) {
-          if (!batch.empty()) submit();
-          std::this_thread::yield();
-        }
+        // Latch first, then `writing`: never block on the latch holding the page's `writing`
+        // flag, since the latch holder may be flushing this very page as its own (`held`) and
+        // spin on that flag (AddPrecedence's cycle breaking).
         if (!own && !f->latch.try_lock_shared()) {
           if (!batch.empty()) submit();
           f->latch.lock_shared();
+        }
+        while (f->writing.exchange(true, std::memory_order_acquire)) {
+          if (!batch.empty()) submit();
+          std::this_thread::yield();
         }
       }
       Pending p{f, no, 0, own, nullptr};
@@ -509,6 +538,7 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<Frame*>>& levels, 
           p.bytes = std::make_unique<uint8_t[]>(ps);
           std::memcpy(p.bytes.get(), f->data, ps);
           page::SealPage(p.bytes.get(), ps);
+          if (lv == 0 && !f->prereqs.empty()) presync = true;
         }
       }
       if (!own) f->latch.unlock_shared();
@@ -517,11 +547,11 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<Frame*>>& levels, 
     submit();
     if (stopped) break;
     if (first_error.ok() && opts_.forced_writes && lv + 1 < levels.size()) {
-      first_error = file_->Sync();
+      first_error = SyncFile();
     }
   }
   if (!first_error.ok()) return first_error;
-  if (opts_.forced_writes && !evict) return file_->Sync();
+  if (opts_.forced_writes && !evict) return SyncFile();
   return absl::OkStatus();
 }
 
@@ -540,7 +570,7 @@ void BufferCache::CleanForEviction() {
 }
 
 absl::Status BufferCache::FlushTxns(std::span<const uint64_t> txns) {
-  uint64_t mask = 0;
+  uint64_t mask = kSystemBit;
   for (uint64_t t : txns) mask |= TxnBit(t);
   std::vector<Frame*> roots;
   for (const auto& f : frames_) {

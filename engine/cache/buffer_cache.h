@@ -60,7 +60,8 @@ class PageRef {
   PageNo page_no() const { return page_no_; }
   bool exclusive() const { return mode_ == LatchMode::kExclusive; }
   // REQUIRES: exclusive. Records that the page changed on behalf of `txn` (0 = the engine itself):
-  // the page is then written by that transaction's commit flush at the latest.
+  // the page is then written by that transaction's commit flush at the latest (a page marked
+  // for 0, by the next commit flush of any transaction).
   void Mark(uint64_t txn);
   void Release();
 
@@ -133,7 +134,13 @@ class BufferCache {
   // an eviction flush (the cache is full of dirty pages whose prerequisites are dirty too) may
   // run while the caller holds latches, so it never blocks: it stops at the first busy page.
   enum class FlushMode { kDurable, kEvict };
-  absl::Status WriteLevels(std::vector<std::vector<Frame*>>& levels, Frame* held, FlushMode mode);
+  // Each entry is a frame with the page it held when the levels were computed: a frame that holds
+  // another page by the time its level is written was evicted (so written) and reused meanwhile,
+  // and is skipped (writing its new page here could break that page's precedence).
+  absl::Status WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels,
+                           Frame* held, FlushMode mode);
+  // file_->Sync(), first clearing unsynced_writes_.
+  absl::Status SyncFile();
   absl::Status FlushSet(std::vector<Frame*> roots, Frame* held,
                         FlushMode mode = FlushMode::kDurable);
   // Writes some dirty, unpinned pages with their prerequisites so that eviction finds victims.
@@ -147,6 +154,10 @@ class BufferCache {
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> table_;  // chunk pointers
   std::mutex miss_mu_;                                              // misses, eviction, mapping
   uint32_t clock_hand_ = 0;                                         // guarded by miss_mu_
+  // Set after every page write, cleared just before every sync: a write may not be durable yet.
+  // With forced writes, a page whose precedence edges point at pages written since (by an
+  // eviction, which does not sync) is written only after a sync while this is set.
+  std::atomic<bool> unsynced_writes_{false};
   mutable util::ShardedCounters counters_;
 };
 

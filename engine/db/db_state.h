@@ -14,6 +14,7 @@
 #include "engine/cache/page_space.h"
 #include "engine/index/btree.h"
 #include "engine/io/file.h"
+#include "engine/io/temp_space.h"
 #include "engine/page/header_page.h"
 #include "engine/record/relation.h"
 #include "engine/txn/txn_manager.h"
@@ -82,6 +83,9 @@ class DatabaseImpl : public Database {
   cache::PageSpace* space() { return space_.get(); }
   txn::TxnManager* txns() { return txns_.get(); }
   io::File* file() { return file_.get(); }
+  io::TempSpace* temp_space() { return temp_.get(); }
+  // The relation with this id (catalog included), or nullptr.
+  record::Relation* RelationById(uint32_t id);
 
  private:
   friend class TransactionImpl;
@@ -104,6 +108,7 @@ class DatabaseImpl : public Database {
   std::unique_ptr<cache::PageSpace> space_;
   std::unique_ptr<txn::TxnManager> txns_;
   std::unique_ptr<record::Relation> catalog_;  // relation 0
+  std::unique_ptr<io::TempSpace> temp_;
 
   std::mutex header_mu_;
   page::HeaderFields header_;  // guarded by header_mu_

@@ -84,14 +84,6 @@ IndexState* StateOf(const Index& ix) { return IndexState::From(ix); }
 Counters ToCounters(const util::PageCounters& c) { return {c.fetches, c.marks, c.reads, c.writes}; }
 }  // namespace
 
-// Statement scope: resets the statement counters and routes page counts to this transaction.
-class TransactionImpl::Statement {
- public:
-  explicit Statement(TransactionImpl* t) : sinks_((t->stmt_ = {}, t->Sinks())) {}
-
- private:
-  util::ScopedCounterSinks sinks_;
-};
 
 TransactionImpl::TransactionImpl(DatabaseImpl* db, const TransactionOptions& options, uint64_t id,
                                  uint64_t snapshot)
@@ -102,8 +94,9 @@ TransactionImpl::~TransactionImpl() {
 }
 
 absl::Status TransactionImpl::CheckActive() const {
-  if (state_ == State::kActive) return absl::OkStatus();
+  // Close() ends every transaction still active: nothing may run (or commit) afterwards.
   if (!db_->open_.load()) return absl::FailedPreconditionError("database is closed");
+  if (state_ == State::kActive) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "transaction ", id_, state_ == State::kCommitted ? " is committed" : " is not active"));
 }
@@ -136,11 +129,11 @@ absl::Status TransactionImpl::WaitOrConflict(uint64_t other, const char* what, b
   return absl::OkStatus();
 }
 
-absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(TableState* t, uint64_t rec,
-                                                                   const std::string* raw) {
+absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
+    TableState* t, uint64_t rec, const std::string* raw, std::span<const page::PageNo> links) {
   const bool rc = opts_.isolation == Isolation::kReadCommitted;
   for (;;) {
-    absl::StatusOr<record::WriteOutcome> w = t->relation->Write(rec, id_, View(), rc, raw);
+    absl::StatusOr<record::WriteOutcome> w = t->relation->Write(rec, id_, View(), rc, raw, links);
     if (!w.ok()) return w.status();
     switch (w->code) {
       case record::WriteOutcome::kDone:
@@ -175,22 +168,37 @@ absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, 
       if (e.size() != key.size() + 8 || e.substr(0, key.size()) != key) break;
       const uint64_t rec = internal::EntryRecord(e);
       if (rec != self_rec) {
-        // The newest version that is not dead decides.
+        // The newest version that is not dead decides. If that is another transaction's
+        // uncommitted version without the key (it deletes the record or changes its key), the
+        // key is still taken until that transaction commits: wait for it if the version under
+        // it has the key.
         bool dup = false;
+        uint64_t uncommitted_other = 0;
         absl::Status s = ix->table->relation->ForEachVersion(
             rec, [&](uint64_t writer, bool deleted, std::string_view raw) {
               const uint64_t cn = db_->txns_->StateOf(writer);
               if (cn == txn::kCnDead) return true;
               Row row;
               std::string k;
+              bool has_key = false;
               if (!deleted && record::DecodeRow(raw, ncols, &row).ok()) {
                 internal::EncodeIndexKey(*ix, row, &k);
-                if (k == key) {
-                  if (writer == id_ || txn::IsCommittedCn(cn)) dup = true;
-                  else wait_for = writer;
-                }
+                has_key = k == key;
               }
-              return false;
+              if (writer == id_ || txn::IsCommittedCn(cn)) {
+                if (has_key) {
+                  if (uncommitted_other) wait_for = uncommitted_other;
+                  else dup = true;
+                }
+                return false;
+              }
+              if (has_key) {
+                wait_for = writer;
+                return false;
+              }
+              if (uncommitted_other) return false;
+              uncommitted_other = writer;
+              return true;
             });
         if (!s.ok() && !absl::IsNotFound(s)) return s;
         if (dup) {
@@ -232,12 +240,15 @@ absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& 
     return absl::InvalidArgumentError(absl::StrCat("table ", t->schema.name, ": ", s.message()));
   }
   std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
+  Row stored_row = row;
+  std::vector<page::PageNo> links;
+  if (absl::Status s = MaterializeBlobs(t, &stored_row, &links); !s.ok()) return s;
   std::string raw;
-  record::EncodeRow(row, &raw);
-  absl::StatusOr<uint64_t> rec = t->relation->Insert(id_, raw);
+  record::EncodeRow(stored_row, &raw);
+  absl::StatusOr<uint64_t> rec = t->relation->Insert(id_, raw, links);
   if (!rec.ok()) return rec.status();
   wrote_ = true;
-  if (absl::Status s = IndexRow(t, *rec, row); !s.ok()) {
+  if (absl::Status s = IndexRow(t, *rec, stored_row); !s.ok()) {
     // Undo the statement: our own new record becomes a delete stub nobody sees.
     (void)t->relation->Write(*rec, id_, View(), true, nullptr);
     return s;
@@ -255,11 +266,14 @@ absl::Status TransactionImpl::Update(const Table& table, RecordId id, const Row&
     return absl::InvalidArgumentError(absl::StrCat("table ", t->schema.name, ": ", s.message()));
   }
   std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
+  Row stored_row = row;
+  std::vector<page::PageNo> links;
+  if (absl::Status s = MaterializeBlobs(t, &stored_row, &links); !s.ok()) return s;
   std::string raw;
-  record::EncodeRow(row, &raw);
-  absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, &raw);
+  record::EncodeRow(stored_row, &raw);
+  absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, &raw, links);
   if (!w.ok()) return w.status();
-  if (absl::Status s = IndexRow(t, id.value, row); !s.ok()) {
+  if (absl::Status s = IndexRow(t, id.value, stored_row); !s.ok()) {
     // Undo the statement by putting the previous values back (as our own version).
     (void)t->relation->Write(id.value, id_, View(), true, &w->old_body);
     return s;
@@ -341,6 +355,7 @@ absl::StatusOr<std::unique_ptr<Cursor>> TransactionImpl::IndexScan(const Index& 
 absl::Status TransactionImpl::Commit() {
   Statement stmt(this);
   if (absl::Status s = CheckActive(); !s.ok()) return s;
+  if (absl::Status b = EndBlobs(); !b.ok()) return b;
   absl::Status s = wrote_ ? db_->txns_->Commit(id_) : db_->txns_->CommitNoWrites(id_);
   state_ = s.ok() ? State::kCommitted : State::kFailed;
   return s;
@@ -353,6 +368,7 @@ absl::Status TransactionImpl::Rollback() {
   }
   state_ = State::kRolledBack;
   if (!db_->open_.load()) return absl::OkStatus();  // dead after the next open anyway
+  (void)EndBlobs();
   return db_->txns_->MarkDead(id_);
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "ember/transaction.h"
+#include "engine/blob/txn_blobs.h"
 #include "engine/db/db_state.h"
 #include "engine/util/counters.h"
 
@@ -26,6 +27,12 @@ class TransactionImpl : public Transaction {
                                                                  const Row& key) override;
   absl::StatusOr<std::unique_ptr<Cursor>> IndexScan(const Index& ix, const Row& lo, const Row& hi,
                                                     bool descending) override;
+  absl::StatusOr<std::unique_ptr<BlobWriter>> CreateBlob() override;
+  absl::StatusOr<std::unique_ptr<BlobReader>> OpenBlob(BlobId id) override;
+  absl::StatusOr<BlobId> Concat(BlobId a, BlobId b) override;
+  absl::StatusOr<BlobId> Concat(BlobId a, std::string_view bytes) override;
+  absl::Status Append(BlobId* blob, std::string_view bytes) override;
+  absl::Status ReleaseBlob(BlobId temp) override;
   absl::Status Commit() override;
   absl::Status Rollback() override;
   Counters counters() const override;
@@ -37,16 +44,30 @@ class TransactionImpl : public Transaction {
   DatabaseImpl* db() const { return db_; }
 
  private:
-  class Statement;
+  // Statement scope: resets the statement counters and routes page counts to this transaction.
+  class Statement {
+   public:
+    explicit Statement(TransactionImpl* t) : sinks_((t->stmt_ = {}, t->Sinks())) {}
+
+   private:
+    util::ScopedCounterSinks sinks_;
+  };
   absl::Status CheckActive() const;
   absl::Status CheckTable(const Table& t) const;
   // Writes `raw` (nullptr: delete) over record `rec`, waiting for / failing on conflicts.
   absl::StatusOr<record::WriteOutcome> WriteVersion(internal::TableState* t, uint64_t rec,
-                                                    const std::string* raw);
+                                                    const std::string* raw,
+                                                    std::span<const page::PageNo> links = {});
   // Adds index entries for `row` of record `rec`; checks unique indexes (other records only).
   absl::Status IndexRow(internal::TableState* t, uint64_t rec, const Row& row);
   absl::Status CheckUnique(internal::IndexState* ix, std::string_view key, uint64_t self_rec);
   absl::Status WaitOrConflict(uint64_t other, const char* what, bool* retry);
+  blob::TxnBlobs* Blobs();
+  // Stores the temporary BLOBs among `row`'s BLOB fields; `links` gets the pages the record
+  // must follow to disk.
+  absl::Status MaterializeBlobs(internal::TableState* t, Row* row,
+                                std::vector<page::PageNo>* links);
+  absl::Status EndBlobs();
 
   DatabaseImpl* db_;
   TransactionOptions opts_;
@@ -56,6 +77,7 @@ class TransactionImpl : public Transaction {
   bool wrote_ = false;
   util::PageCounters counters_;
   util::PageCounters stmt_;
+  std::unique_ptr<blob::TxnBlobs> blobs_;
 };
 
 }  // namespace ember::db

@@ -66,6 +66,8 @@ TempSpace::~TempSpace() {
 absl::Status TempSpace::OpenSpillFileLocked() {
   static std::atomic<uint64_t> counter{0};
   absl::Status last = absl::ResourceExhaustedError("no temp directory configured");
+  // Every directory failed last time: try them all again (and report their real error).
+  if (spill_dir_ >= dirs_.size()) spill_dir_ = 0;
   for (; spill_dir_ < dirs_.size(); ++spill_dir_) {
     const std::string path = absl::StrCat(dirs_[spill_dir_], "/", kSpillPrefix, getpid(), "_",
                                           counter.fetch_add(1));

@@ -37,7 +37,7 @@ bool DecodeHeader(std::string_view rec, RecordHeader* h) {
   h->back_line = Get16(rec.data() + 12);
   h->flags = static_cast<uint8_t>(rec[14]);
   uint8_t enc = static_cast<uint8_t>(rec[15]);
-  if (enc > 2 || (h->flags & 0xE0)) return false;
+  if (enc > 2 || (h->flags & 0xC0)) return false;
   h->encoding = static_cast<BodyEncoding>(enc);
   if (h->flags & kRecFragmented) {
     if (rec.size() < kRecFragHeaderSize) return false;
@@ -261,8 +261,17 @@ absl::Status DecompressBody(BodyEncoding enc, std::string_view stored, std::stri
     return absl::DataLossError("corrupt record: compressed length");
   }
   if (enc == BodyEncoding::kRle) {
-    if (!RleDecode(stored, len, raw)) return absl::DataLossError("corrupt record: run-length body");
+    // Two stored bytes expand to at most 130: a longer declared length is corrupt (and must not
+    // be reserved).
+    if (len > uint64_t{stored.size()} * 65 || !RleDecode(stored, len, raw)) {
+      return absl::DataLossError("corrupt record: run-length body");
+    }
     return absl::OkStatus();
+  }
+  // The zstd frame records its content size (ZSTD_compress writes it): it must agree before
+  // `len` bytes are allocated.
+  if (ZSTD_getFrameContentSize(stored.data(), stored.size()) != len) {
+    return absl::DataLossError("corrupt record: zstd body");
   }
   raw->resize(len);
   size_t n = ZSTD_decompress(raw->data(), len, stored.data(), stored.size());
@@ -290,7 +299,8 @@ bool MakeDelta(std::string_view newer, std::string_view older, std::string* delt
 
 absl::Status ApplyDelta(std::string_view newer, std::string_view delta, std::string* older) {
   uint64_t p, s;
-  if (!GetVarint64(&delta, &p) || !GetVarint64(&delta, &s) || p + s > newer.size()) {
+  if (!GetVarint64(&delta, &p) || !GetVarint64(&delta, &s) || p > newer.size() ||
+      s > newer.size() - p) {  // (not p + s > size: that sum can overflow)
     return absl::DataLossError("corrupt record: delta");
   }
   older->assign(newer.substr(0, p));

@@ -35,7 +35,10 @@ enum RecordFlag : uint8_t {
   kRecFragmented = 0x04,  // the body continues in fragments (frag_page/frag_line)
   kRecFragment = 0x08,    // this line is a fragment of another record, not a version
   kRecBackVersion = 0x10, // an older version: not a primary record (scans skip it)
+  kRecBlob = 0x20,        // a BLOB header record (engine/blob), not a version
 };
+// Lines that are not primary records: scans, record numbers and version walks skip them.
+constexpr uint8_t kRecNotPrimary = kRecBackVersion | kRecFragment | kRecBlob;
 
 enum class BodyEncoding : uint8_t { kPlain = 0, kRle = 1, kZstd = 2 };
 

@@ -44,30 +44,34 @@ Relation::Relation(cache::BufferCache* cache, cache::PageSpace* space, const txn
       slots_per_pp_(page::SlotsPerPointerPage(cache->page_size())) {}
 
 absl::Status Relation::Load() {
-  std::unique_lock<std::shared_mutex> g(mu_);
-  pps_.clear();
-  pages_.clear();
+  // Pointer pages are latched without mu_ held, and the lists installed afterwards: SetPageFlags
+  // takes mu_ while it holds a pointer page, so no latch may be taken under mu_.
+  std::vector<PageNo> pps;
+  std::vector<PageInfo> pages;
   for (PageNo p = first_pp_; p != page::kNoPage;) {
     absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
     if (!r.ok()) return r.status();
     const uint8_t* d = r->data();
     if (page::GetType(d) != page::PageType::kPointer || page::PpRelation(d) != id_ ||
-        page::PpSequence(d) != pps_.size()) {
+        page::PpSequence(d) != pps.size()) {
       return absl::DataLossError(absl::StrCat("page ", p, " of ", cache_->file()->path(),
-                                              ": expected pointer page ", pps_.size(),
+                                              ": expected pointer page ", pps.size(),
                                               " of relation ", id_));
     }
-    pps_.push_back(p);
+    pps.push_back(p);
     const uint16_t n = page::PpCount(d);
     for (uint32_t s = 0; s < n; ++s) {
-      pages_.push_back({page::PpGetSlot(d, ps_, s), page::PpGetFlags(d, ps_, s)});
+      pages.push_back({page::PpGetSlot(d, ps_, s), page::PpGetFlags(d, ps_, s)});
     }
     p = page::PpNext(d);
     if (p != page::kNoPage && n != slots_per_pp_) {
-      return absl::DataLossError(absl::StrCat("pointer page ", pps_.back(), " of relation ", id_,
+      return absl::DataLossError(absl::StrCat("pointer page ", pps.back(), " of relation ", id_,
                                               " is not full but has a successor"));
     }
   }
+  std::unique_lock<std::shared_mutex> g(mu_);
+  pps_ = std::move(pps);
+  pages_ = std::move(pages);
   insert_seq_ = 0;
   secondary_seq_ = -1;
   for (uint32_t s = 0; s < pages_.size(); ++s) {
@@ -127,6 +131,7 @@ absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
     if (absl::Status s = cache_->AddPrecedence(*prev, pp_no); !s.ok()) return s;
     page::PpSetNext(prev->data(), pp_no);
     prev->Mark(txn);
+    prev->Mark(0);  // a link: written by the next commit of anyone (buffer_cache.cc, kSystemBit)
   }
   {
     absl::StatusOr<PageRef> pp = cache_->Fetch(pp_no, LatchMode::kExclusive);
@@ -135,6 +140,9 @@ absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
     page::PpSetSlot(pp->data(), ps_, seq % slots_per_pp_, dp_no);
     page::PpSetFlags(pp->data(), ps_, seq % slots_per_pp_, flags);
     pp->Mark(txn);
+    // The page may get another transaction's committed records while `txn` is still active or
+    // after it rolled back: the slot must reach disk with the next commit, whoever makes it.
+    pp->Mark(0);
   }
   std::unique_lock<std::shared_mutex> g(mu_);
   if (pp_index == npps) pps_.push_back(pp_no);
@@ -161,9 +169,9 @@ absl::Status Relation::SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, ui
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreSecondary(uint64_t txn,
-                                                                     std::string_view rec_bytes,
-                                                                     PageRef* holder) {
+absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreSecondary(
+    uint64_t txn, std::string_view rec_bytes, PageRef* holder,
+    std::span<const PageNo> extra_links) {
   RecordHeader h;
   if (!DecodeHeader(rec_bytes, &h)) return absl::InternalError("StoreSecondary: bad header");
   for (int attempt = 0; attempt < 64; ++attempt) {
@@ -191,10 +199,17 @@ absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreSecondary(uint64_t tx
       continue;
     }
     // What this record points at must reach disk before this page.
-    for (PageNo link : {PageNo{h.back_page}, PageNo{h.frag_page}}) {
+    auto link_to = [&](PageNo link) -> absl::Status {
       if (link != page::kNoPage && link != *pno && (!holder || link != holder->page_no())) {
-        if (absl::Status st = cache_->AddPrecedence(*s, link); !st.ok()) return st;
+        return cache_->AddPrecedence(*s, link);
       }
+      return absl::OkStatus();
+    };
+    for (PageNo link : {PageNo{h.back_page}, PageNo{h.frag_page}}) {
+      if (absl::Status st = link_to(link); !st.ok()) return st;
+    }
+    for (PageNo link : extra_links) {
+      if (absl::Status st = link_to(link); !st.ok()) return st;
     }
     std::optional<uint16_t> line = page::DpInsert(s->data(), ps_, rec_bytes);
     if (!line) return absl::InternalError("secondary page insert failed after space check");
@@ -243,7 +258,9 @@ absl::StatusOr<std::string> Relation::BuildVersion(uint64_t txn, RecordHeader h,
     rec.append(stored);
     return rec;
   }
-  const size_t head = inline_limit > kRecFragHeaderSize + 16 ? inline_limit - kRecFragHeaderSize : 16;
+  // No inline body at all when the limit is just the fragmented header (the last resort of
+  // Write() on a full page); callers otherwise pass limits of at least kRecFragHeaderSize + 16.
+  const size_t head = inline_limit > kRecFragHeaderSize ? inline_limit - kRecFragHeaderSize : 0;
   const size_t keep = std::min(head, stored.size());
   absl::StatusOr<std::pair<PageNo, uint16_t>> frag =
       StoreFragments(txn, stored.substr(keep), primary);
@@ -314,7 +331,7 @@ absl::StatusOr<VisibleVersion> Relation::ReadChain(PageNo primary_no, const uint
     if (!DecodeHeader(cur, &h)) {
       return absl::DataLossError(absl::StrCat("page ", primary_no, ": corrupt record header"));
     }
-    if (hops == 0 && (h.flags & (kRecBackVersion | kRecFragment))) {
+    if (hops == 0 && (h.flags & kRecNotPrimary)) {
       return absl::NotFoundError("not a primary record");
     }
     const bool visible = view.Visible(h.txn);
@@ -395,12 +412,37 @@ absl::Status Relation::ReadPage(uint32_t seq, const ReadView& view,
     if (!DecodeHeader(*rec, &h)) {
       return absl::DataLossError(absl::StrCat("page ", p, " line ", line, ": corrupt record"));
     }
-    if (h.flags & (kRecBackVersion | kRecFragment)) continue;
+    if (h.flags & kRecNotPrimary) continue;
     absl::StatusOr<VisibleVersion> v = ReadChain(p, r->data(), line, view);
     if (!v.ok()) return v.status();
     if (v->exists) out->emplace_back(page::MakeRecordNo(seq, line), std::move(v->body));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreBlobRecord(
+    uint64_t txn, std::string_view body, std::span<const PageNo> links) {
+  RecordHeader h;
+  h.txn = txn;
+  h.flags = kRecBlob;
+  std::string rec;
+  EncodeHeader(h, &rec);
+  rec.append(body);
+  if (rec.size() + page::kDpLineSize > page::MaxRecordOnPage(ps_)) {
+    return absl::InvalidArgumentError("BLOB header record larger than a page");
+  }
+  return StoreSecondary(txn, rec, nullptr, links);
+}
+
+absl::StatusOr<std::string> Relation::ReadBlobRecord(PageNo p, uint16_t line) {
+  absl::StatusOr<std::string> rec = ReadLine(p, line);
+  if (!rec.ok()) return rec.status();
+  RecordHeader h;
+  if (!DecodeHeader(*rec, &h) || !(h.flags & kRecBlob)) {
+    return absl::NotFoundError(absl::StrCat("page ", p, " line ", line, " of relation ", id_,
+                                            " is not a BLOB"));
+  }
+  return rec->substr(h.size());
 }
 
 absl::Status Relation::ListRecords(uint32_t seq, std::vector<uint64_t>* out) {
@@ -416,7 +458,7 @@ absl::Status Relation::ListRecords(uint32_t seq, std::vector<uint64_t>* out) {
   for (uint16_t line = 0; line < n; ++line) {
     std::optional<std::string_view> rec = page::DpGet(r->data(), ps_, line);
     RecordHeader h;
-    if (!rec || !DecodeHeader(*rec, &h) || (h.flags & (kRecBackVersion | kRecFragment))) continue;
+    if (!rec || !DecodeHeader(*rec, &h) || (h.flags & kRecNotPrimary)) continue;
     out->push_back(page::MakeRecordNo(seq, line));
   }
   return absl::OkStatus();
@@ -424,7 +466,8 @@ absl::Status Relation::ListRecords(uint32_t seq, std::vector<uint64_t>* out) {
 
 // ---------------------------------------------------------------- writing versions
 
-absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw) {
+absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
+                                          std::span<const PageNo> links) {
   RecordHeader h;
   h.txn = txn;
   std::string stored;
@@ -457,6 +500,9 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw) {
     const uint32_t reserve = (page::DpLiveLines(r->data()) + 1) * kReservePerRecord;
     const bool empty = page::DpLiveLines(r->data()) == 0;
     if (free >= need + page::kDpLineSize + reserve || (empty && free >= need + page::kDpLineSize)) {
+      for (PageNo link : links) {
+        if (absl::Status st = cache_->AddPrecedence(*r, link); !st.ok()) return st;
+      }
       absl::StatusOr<std::string> rec =
           BuildVersion(txn, h, stored, full <= max_inline ? full : need, &*r);
       if (!rec.ok()) return rec.status();
@@ -474,7 +520,17 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw) {
   }
 }
 
-absl::Status Relation::FreeFragments(const RecordHeader& h) {
+absl::Status Relation::FreeFragments(const RecordHeader& h, PageNo unlinked_from) {
+  // Careful write: while the page that pointed here is not on disk with its new contents, its
+  // old version on disk still needs these fragments. Write that page first, holding no latch:
+  // recording "fragment page after it" as precedence instead can close a cycle (it usually
+  // follows that same secondary page already), and the cycle-breaking flush would latch it while
+  // we hold the fragment page, against the latch order (primary -> secondary): a deadlock with a
+  // writer holding it and storing a back version on the fragment page.
+  {
+    const PageNo first[] = {unlinked_from};
+    if (absl::Status s = cache_->FlushPages(first); !s.ok()) return s;
+  }
   RecordHeader cur = h;
   for (int hops = 0; cur.flags & kRecFragmented; ++hops) {
     if (hops > kMaxChain) return absl::DataLossError("fragment chain loops");
@@ -494,7 +550,8 @@ absl::Status Relation::FreeFragments(const RecordHeader& h) {
 }
 
 absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const ReadView& view,
-                                             bool read_committed, const std::string* raw) {
+                                             bool read_committed, const std::string* raw,
+                                             std::span<const PageNo> links) {
   const uint32_t seq = page::RecordDpSequence(rec);
   const uint16_t line = page::RecordLine(rec);
   absl::StatusOr<PageNo> pno = PageOf(seq);
@@ -509,11 +566,12 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   if (!DecodeHeader(head_rec, &h)) {
     return absl::DataLossError(absl::StrCat("page ", *pno, " line ", line, ": corrupt record"));
   }
-  if (h.flags & (kRecBackVersion | kRecFragment)) return WriteOutcome{WriteOutcome::kNotFound};
+  if (h.flags & kRecNotPrimary) return WriteOutcome{WriteOutcome::kNotFound};
 
   // Whose version is on top decides between overwriting it and pushing it down.
   bool overwrite;
   const bool own = h.txn == txn;
+  std::string dead_back;  // over a dead version: the version below it
   if (own) {
     if (h.flags & kRecDeleted) return WriteOutcome{WriteOutcome::kNotFound};
     overwrite = true;
@@ -542,6 +600,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
         return WriteOutcome{WriteOutcome::kConflict, bh.txn};
       }
       if (bh.flags & kRecDeleted) return WriteOutcome{WriteOutcome::kNotFound};
+      dead_back = std::move(back);
       overwrite = true;
     } else {
       if (!read_committed && cn > view.snapshot_cn) {
@@ -554,6 +613,16 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
 
   absl::StatusOr<std::string> old_raw = RawBody(h, head_rec, std::string());
   if (!old_raw.ok()) return old_raw.status();
+  // Over a dead version, the version replaced (what readers saw, what an undo puts back) is the
+  // one below it, which may be a delta against the dead one.
+  std::string replaced_raw;
+  if (!dead_back.empty()) {
+    RecordHeader dbh;
+    if (!DecodeHeader(dead_back, &dbh)) return absl::DataLossError("corrupt back version");
+    absl::StatusOr<std::string> r = RawBody(dbh, dead_back, *old_raw);
+    if (!r.ok()) return r.status();
+    replaced_raw = std::move(*r);
+  }
 
   RecordHeader nh;
   nh.txn = txn;
@@ -594,6 +663,12 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
         uint8_t* bp = same ? P.data() : S.data();
         if (page::DpReplace(bp, ps_, h.back_line, frec)) {
           (same ? P : S).Mark(txn);
+          if (!same) {
+            // Once P holds the new head, the old copy (a delta against the head it replaces)
+            // would decode wrongly: the whole copy must reach disk first.
+            S.Release();
+            if (absl::Status st = cache_->AddPrecedence(P, h.back_page); !st.ok()) return st;
+          }
         } else {
           if (S) S.Release();
           absl::StatusOr<std::pair<PageNo, uint16_t>> loc = StoreSecondary(txn, frec, &P);
@@ -603,9 +678,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
         }
       }
     }
-    if (h.flags & kRecFragmented) {
-      if (absl::Status s = FreeFragments(h); !s.ok()) return s;
-    }
+    // The fragments of the version overwritten are freed once the new head is in place (below).
   } else {
     // Push the committed version down as a back version: a delta against ours if smaller.
     RecordHeader bh = h;
@@ -638,6 +711,9 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
     }
   }
 
+  for (PageNo link : links) {
+    if (absl::Status st = cache_->AddPrecedence(P, link); !st.ok()) return st;
+  }
   // The new head: inline if it fits in the room the page has, else fragmented with a small
   // inline part.
   const size_t room = page::DpFreeSpace(P.data(), ps_) + head_rec.size();
@@ -647,11 +723,58 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   absl::StatusOr<std::string> nrec = BuildVersion(txn, nh, stored, limit, &P);
   if (!nrec.ok()) return nrec.status();
   if (!page::DpReplace(P.data(), ps_, line, *nrec)) {
-    // Retry with the smallest head (the fragments of the first attempt become unreachable
-    // lines, reclaimed by validation).
-    nrec = BuildVersion(txn, nh, stored, kRecFragHeaderSize + 16, &P);
+    // Retry with the smallest head: the fragmented header alone, which fits wherever the old
+    // head had at least that much room (e.g. over a rolled-back delete stub on a full page).
+    // The fragments of the first attempt become unreachable lines.
+    nrec = BuildVersion(txn, nh, stored, kRecFragHeaderSize, &P);
     if (!nrec.ok()) return nrec.status();
-    if (!page::DpReplace(P.data(), ps_, line, *nrec)) {
+    bool placed = page::DpReplace(P.data(), ps_, line, *nrec);
+    // Still no room (a delete stub being overwritten on a page full to the last bytes): move
+    // back versions stored on this page to secondary pages, repointing whatever points at each
+    // (a line of this page, or the new head), until the head fits. StoreSecondary makes the
+    // moved copy reach disk before this page, so either state of this page on disk is valid.
+    auto repoint = [&](std::string* rec, PageNo to_page, uint16_t to_line) -> absl::Status {
+      RecordHeader rh;
+      if (!DecodeHeader(*rec, &rh)) return absl::InternalError("repoint: bad record header");
+      rh.back_page = to_page;
+      rh.back_line = to_line;
+      std::string out;
+      EncodeHeader(rh, &out);
+      out.append(rec->substr(rh.size()));
+      *rec = std::move(out);
+      return absl::OkStatus();
+    };
+    for (uint16_t l = 0; !placed && l < page::DpLineCount(P.data()); ++l) {
+      std::optional<std::string_view> v = page::DpGet(P.data(), ps_, l);
+      RecordHeader vh;
+      if (l == line || !v || !DecodeHeader(*v, &vh) || !(vh.flags & kRecBackVersion)) continue;
+      std::vector<uint16_t> referrers;  // lines of P pointing at line l (the old head included)
+      for (uint16_t k = 0; k < page::DpLineCount(P.data()); ++k) {
+        std::optional<std::string_view> r = page::DpGet(P.data(), ps_, k);
+        RecordHeader rh;
+        if (r && DecodeHeader(*r, &rh) && rh.back_page == *pno && rh.back_line == l) {
+          referrers.push_back(k);
+        }
+      }
+      const bool new_head_refers = nh.back_page == *pno && nh.back_line == l;
+      if (referrers.empty() && !new_head_refers) continue;  // an orphan line: leave it
+      const std::string bytes(*v);
+      absl::StatusOr<std::pair<PageNo, uint16_t>> loc = StoreSecondary(txn, bytes, &P);
+      if (!loc.ok()) return loc.status();
+      for (uint16_t k : referrers) {
+        std::string r(*page::DpGet(P.data(), ps_, k));
+        if (absl::Status s = repoint(&r, loc->first, loc->second); !s.ok()) return s;
+        page::DpReplace(P.data(), ps_, k, r);  // same size: in place
+      }
+      if (new_head_refers) {
+        nh.back_page = loc->first;
+        nh.back_line = loc->second;
+        if (absl::Status s = repoint(&*nrec, loc->first, loc->second); !s.ok()) return s;
+      }
+      page::DpDelete(P.data(), ps_, l);
+      placed = page::DpReplace(P.data(), ps_, line, *nrec);
+    }
+    if (!placed) {
       return absl::InternalError(absl::StrCat("page ", *pno, " line ", line,
                                               ": new version does not fit after space check"));
     }
@@ -659,6 +782,11 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   page::SetFlags(P.data(), page::GetFlags(P.data()) & ~page::kPpSwept);
   P.Mark(txn);
   P.Release();
+  if (overwrite && (h.flags & kRecFragmented)) {
+    // After P is released: FreeFragments writes P first, which latches it. The new version is
+    // in place already: a failure here only leaves unreachable lines.
+    (void)FreeFragments(h, *pno);
+  }
   if (!overwrite) {
     if (absl::Status s = SetPageFlags(seq, page::kPpHasGarbage, page::kPpSwept, txn); !s.ok()) {
       return s;
@@ -666,7 +794,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   }
   WriteOutcome out;
   out.code = WriteOutcome::kDone;
-  out.old_body = std::move(*old_raw);
+  out.old_body = dead_back.empty() ? std::move(*old_raw) : std::move(replaced_raw);
   out.old_was_own = own;
   return out;
 }
@@ -674,7 +802,8 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
 // ---------------------------------------------------------------- validation
 
 absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageNo>* pages,
-                             const std::function<void(uint64_t)>& on_record, uint64_t* versions) {
+                             const std::function<void(uint64_t)>& on_record, uint64_t* versions,
+                             const std::function<void(std::string_view)>& on_blob) {
   std::vector<PageInfo> infos;
   {
     std::shared_lock<std::shared_mutex> g(mu_);
@@ -714,7 +843,8 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
         errors->push_back(absl::StrCat("page ", p, " line ", line, ": corrupt record header"));
         continue;
       }
-      if (h.flags & (kRecBackVersion | kRecFragment)) continue;
+      if ((h.flags & kRecBlob) && on_blob) on_blob(rec->substr(h.size()));
+      if (h.flags & kRecNotPrimary) continue;
       if (secondary) {
         errors->push_back(absl::StrCat("page ", p, " line ", line,
                                        ": primary record on a secondary page"));
@@ -728,6 +858,25 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
       });
       if (!s.ok()) {
         errors->push_back(absl::StrCat(Where(id_, rec_no), ": ", s.message()));
+      } else {
+        // Every page the chain reaches is in use, listed in a pointer page or not: a crash can
+        // leave a new secondary page of a transaction that never committed out of the pointer
+        // pages while its version on disk points into it (and committed versions may lie
+        // beyond that one). Freeing it as unreachable would leave that pointer dangling.
+        absl::StatusOr<std::string> cur = ReadLine(p, line);
+        for (int hops = 0; cur.ok() && hops < kMaxChain; ++hops) {
+          RecordHeader vh;
+          if (!DecodeHeader(*cur, &vh)) break;
+          RecordHeader fh = vh;
+          for (int f = 0; (fh.flags & kRecFragmented) && f < kMaxChain; ++f) {
+            pages->push_back(fh.frag_page);
+            absl::StatusOr<std::string> frag = ReadLine(fh.frag_page, fh.frag_line);
+            if (!frag.ok() || !DecodeHeader(*frag, &fh)) break;
+          }
+          if (vh.back_page == page::kNoPage) break;
+          pages->push_back(vh.back_page);
+          cur = ReadLine(vh.back_page, vh.back_line);
+        }
       }
       on_record(rec_no);
       absl::StatusOr<PageRef> again = cache_->Fetch(p, LatchMode::kShared);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -51,7 +52,8 @@ struct VisibleVersion {
 struct WriteOutcome {
   enum Code { kDone, kWaitFor, kConflict, kNotFound } code = kDone;
   uint64_t other_txn = 0;  // kWaitFor / kConflict: the transaction in the way
-  std::string old_body;    // kDone: raw body of the version replaced (empty for a stub)
+  std::string old_body;    // kDone: raw body of the version replaced (empty for a stub; over a
+                           // rolled-back version, the committed one under it)
   bool old_was_own = false;  // kDone: the replaced version was our own (overwritten in place)
 };
 
@@ -69,14 +71,23 @@ class Relation {
   page::PageNo first_pp() const { return first_pp_; }
 
   // Stores a new record (raw row encoding) written by `txn`; returns its record number.
-  absl::StatusOr<uint64_t> Insert(uint64_t txn, std::string_view raw);
+  // `links`: pages the record points at (BLOB headers), which must reach disk first.
+  absl::StatusOr<uint64_t> Insert(uint64_t txn, std::string_view raw,
+                                  std::span<const page::PageNo> links = {});
   // The version of `rec` visible to `view`. NotFound for a record number that does not exist.
   absl::StatusOr<VisibleVersion> Read(uint64_t rec, const ReadView& view);
   // Replaces the newest version by `txn`'s (`raw` = nullptr: a delete stub). `view` decides
   // conflicts: a newest version committed after the snapshot (unless read committed) is a
   // conflict; one of another active transaction means wait.
   absl::StatusOr<WriteOutcome> Write(uint64_t rec, uint64_t txn, const ReadView& view,
-                                     bool read_committed, const std::string* raw);
+                                     bool read_committed, const std::string* raw,
+                                     std::span<const page::PageNo> links = {});
+
+  // BLOB header records (engine/blob) live on secondary pages: `body` is stored after the
+  // pages in `links` (the BLOB's data or list pages) in careful-write order.
+  absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreBlobRecord(
+      uint64_t txn, std::string_view body, std::span<const page::PageNo> links);
+  absl::StatusOr<std::string> ReadBlobRecord(page::PageNo p, uint16_t line);
   // Visits the versions of a record, newest first (raw bodies; stubs give deleted = true),
   // while `fn` returns true.
   absl::Status ForEachVersion(
@@ -93,9 +104,11 @@ class Relation {
 
   // For Validate(): checks pointer pages and data pages (page types, relation ids, sequences,
   // flag agreement, line structure, version chains and fragments); calls `on_record` for each
-  // primary record number; adds every page to `pages`.
+  // primary record number and `on_blob` with the body of each BLOB header record; adds every
+  // page to `pages`.
   absl::Status Check(std::vector<std::string>* errors, std::vector<page::PageNo>* pages,
-                     const std::function<void(uint64_t rec)>& on_record, uint64_t* versions);
+                     const std::function<void(uint64_t rec)>& on_record, uint64_t* versions,
+                     const std::function<void(std::string_view blob_header)>& on_blob = {});
 
  private:
   struct PageInfo {
@@ -108,9 +121,9 @@ class Relation {
   absl::StatusOr<uint32_t> AddDataPage(uint64_t txn, bool secondary);
   absl::Status SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn);
   // Stores `rec_bytes` on a secondary page (or on `same_page` if given and it fits).
-  absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreSecondary(uint64_t txn,
-                                                                    std::string_view rec_bytes,
-                                                                    cache::PageRef* primary);
+  absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreSecondary(
+      uint64_t txn, std::string_view rec_bytes, cache::PageRef* primary,
+      std::span<const page::PageNo> extra_links = {});
   // Stores body bytes as a fragment chain on secondary pages; returns the first fragment.
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreFragments(uint64_t txn,
                                                                     std::string_view bytes,
@@ -123,7 +136,9 @@ class Relation {
   // Raw body of a version given the raw body of the next newer version (for deltas).
   absl::StatusOr<std::string> RawBody(const RecordHeader& h, std::string_view rec,
                                       const std::string& newer_raw);
-  absl::Status FreeFragments(const RecordHeader& h);
+  // Deletes the fragments of a version that `unlinked_from` (a primary page, changed, marked and
+  // no longer latched by the caller) stopped pointing at; that page must reach disk first.
+  absl::Status FreeFragments(const RecordHeader& h, page::PageNo unlinked_from);
   // Reads a record line from another page (secondary), copying it.
   absl::StatusOr<std::string> ReadLine(page::PageNo p, uint16_t line);
   absl::StatusOr<VisibleVersion> ReadChain(page::PageNo primary_no, const uint8_t* page,

@@ -20,6 +20,9 @@ struct DatabaseStats {
   uint64_t page_count = 0;
   uint64_t commits = 0;
   uint64_t group_commit_flushes = 0;  // flush+fsync rounds; < commits when commits were grouped
+  uint64_t temp_bytes_in_memory = 0;  // temp space held in memory
+  uint64_t temp_bytes_on_disk = 0;    // temp space spilled to files
+  uint64_t temp_spills = 0;           // spill blocks created
 };
 
 }  // namespace ember

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ember/blob.h"
 #include "ember/schema.h"
 #include "ember/stats.h"
 
@@ -96,6 +97,21 @@ class Transaction {
   virtual absl::StatusOr<std::unique_ptr<Cursor>> IndexScan(const Index& ix, const Row& lo,
                                                             const Row& hi,
                                                             bool descending = false) = 0;
+
+  // --- BLOBs. BlobId{} (0) is the empty BLOB. Temporary BLOBs belong to this transaction.
+  // A new temporary BLOB written segment by segment (blob_temp_space 2 keeps it in temp space,
+  // 0 and 1 in database pages).
+  virtual absl::StatusOr<std::unique_ptr<BlobWriter>> CreateBlob() = 0;
+  virtual absl::StatusOr<std::unique_ptr<BlobReader>> OpenBlob(BlobId id) = 0;
+  // A new temporary BLOB: a's bytes then b's (Firebird's `||`: both are copied).
+  virtual absl::StatusOr<BlobId> Concat(BlobId a, BlobId b) = 0;
+  virtual absl::StatusOr<BlobId> Concat(BlobId a, std::string_view bytes) = 0;
+  // Extends a temporary BLOB of this transaction in place (Firebird 5's BLOB_APPEND): building
+  // a BLOB from n pieces costs O(total bytes). Appending to BlobId{} makes a new BLOB and
+  // stores its id in `*blob`.
+  virtual absl::Status Append(BlobId* blob, std::string_view bytes) = 0;
+  // Drops a temporary BLOB before the transaction ends.
+  virtual absl::Status ReleaseBlob(BlobId temp) = 0;
 
   // Makes every change durable (forced writes) and visible to later snapshots.
   virtual absl::Status Commit() = 0;

@@ -1,0 +1,94 @@
+// A transaction's BLOBs: its temporary BLOBs (results of Concat, BLOBs being written, not yet
+// assigned to a field) and reads of stored BLOBs.
+//
+// Where a temporary BLOB lives follows blob_temp_space (architecture.md):
+//   0: every temporary BLOB in database pages (Firebird without HQbird's BlobTempSpace);
+//   1: those the engine makes (Concat, ConcatBytes) in TempSpace, API-written ones in pages;
+//   2: every temporary BLOB in TempSpace.
+// A temporary BLOB in TempSpace grows in place (capacity doubling), so Append costs O(bytes);
+// Concat always makes a new BLOB and copies both operands, as Firebird's `||` does - that copy
+// is what the BLOB temp-space experiment measures. Temporary BLOBs vanish at transaction end
+// (their pages are freed, their TempSpace extents released) unless assigned to a field, which
+// materialises them as stored BLOBs of the field's relation.
+//
+// Thread safety: one thread at a time (like the transaction).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/blob/blob_format.h"
+#include "engine/blob/paged_blob.h"
+#include "engine/io/temp_space.h"
+#include "engine/record/relation.h"
+
+namespace ember::blob {
+
+class TxnBlobs {
+ public:
+  using Resolver = std::function<record::Relation*(uint32_t relation_id)>;
+  TxnBlobs(cache::BufferCache* cache, cache::PageSpace* space, io::TempSpace* temp, int mode,
+           uint64_t txn, Resolver resolve);
+  ~TxnBlobs();
+
+  // A new empty temporary BLOB; `engine_made` for results of BLOB operations (mode 1 puts those
+  // in TempSpace), false for BLOBs written through the API.
+  absl::StatusOr<uint64_t> Create(bool engine_made);
+  // Extends a temporary BLOB of this transaction in place.
+  absl::Status Append(uint64_t id, std::string_view bytes);
+  // A new temporary BLOB holding a's bytes then b's (any mix of temporary and stored).
+  absl::StatusOr<uint64_t> Concat(uint64_t a, uint64_t b);
+  absl::StatusOr<uint64_t> ConcatBytes(uint64_t a, std::string_view bytes);
+
+  absl::StatusOr<uint64_t> Length(uint64_t id);
+  absl::Status Read(uint64_t id, uint64_t offset, void* buf, size_t n);
+
+  // The stored BLOB for temporary BLOB `id` assigned to a field of `rel`: pages are adopted
+  // (page-backed) or written (TempSpace-backed). `links` receives the page of the header record,
+  // which the record holding the id must follow to disk. A stored id is returned unchanged.
+  absl::StatusOr<uint64_t> Materialize(uint64_t id, record::Relation* rel,
+                                       std::vector<page::PageNo>* links);
+  // Drops a temporary BLOB now (its pages or extent are reused at once).
+  absl::Status Release(uint64_t id);
+  // Transaction end: every temporary BLOB not materialised goes.
+  absl::Status ReleaseAll();
+
+  size_t temp_count() const { return temps_.size(); }
+
+ private:
+  struct Temp {
+    bool in_temp_space = false;
+    uint64_t off = 0, cap = 0, len = 0;  // TempSpace extent
+    std::unique_ptr<PagedBlob> paged;    // database pages
+  };
+  struct Stored {
+    uint64_t length = 0;
+    std::string inline_data;
+    std::unique_ptr<PagedBlob> paged;  // level 1 / 2 (pages flattened)
+  };
+  absl::StatusOr<Temp*> FindTemp(uint64_t id);
+  absl::StatusOr<Stored*> FindStored(uint64_t id);
+  absl::Status AppendTemp(Temp* t, const void* data, size_t n);
+  // Copies all of `src` onto the end of temporary `dst`, in chunks.
+  absl::Status CopyInto(uint64_t src, Temp* dst);
+  absl::Status FreeTemp(Temp& t);
+
+  cache::BufferCache* cache_;
+  cache::PageSpace* space_;
+  io::TempSpace* temp_;
+  int mode_;
+  uint64_t txn_;
+  Resolver resolve_;
+  uint64_t next_temp_ = 1;
+  absl::flat_hash_map<uint64_t, Temp> temps_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Stored>> stored_;  // decoded headers
+  std::vector<char> buf_;  // copy buffer
+};
+
+}  // namespace ember::blob

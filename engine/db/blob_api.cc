@@ -1,0 +1,165 @@
+// The BLOB part of TransactionImpl: temporary BLOBs, Concat/Append, streaming reader and
+// writer, and storing temporary BLOBs when a row takes them (see engine/blob/txn_blobs.h).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine/db/transaction_impl.h"
+
+namespace ember::db {
+
+namespace {
+
+class WriterImpl : public BlobWriter {
+ public:
+  WriterImpl(blob::TxnBlobs* blobs, uint64_t id) : blobs_(blobs), id_(id) {}
+  absl::Status Write(std::string_view bytes) override { return blobs_->Append(id_, bytes); }
+  BlobId id() const override { return BlobId{id_}; }
+
+ private:
+  blob::TxnBlobs* blobs_;
+  uint64_t id_;
+};
+
+class ReaderImpl : public BlobReader {
+ public:
+  ReaderImpl(blob::TxnBlobs* blobs, uint64_t id, uint64_t size)
+      : blobs_(blobs), id_(id), size_(size) {}
+  absl::StatusOr<size_t> Read(void* buf, size_t n) override {
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(n, size_ - pos_));
+    if (k == 0) return size_t{0};
+    if (absl::Status s = blobs_->Read(id_, pos_, buf, k); !s.ok()) return s;
+    pos_ += k;
+    return k;
+  }
+  absl::Status Seek(uint64_t pos) override {
+    if (pos > size_) {
+      return absl::OutOfRangeError(absl::StrCat("seek to ", pos, " past the BLOB's end ", size_));
+    }
+    pos_ = pos;
+    return absl::OkStatus();
+  }
+  uint64_t size() const override { return size_; }
+  uint64_t position() const override { return pos_; }
+
+ private:
+  blob::TxnBlobs* blobs_;
+  uint64_t id_;
+  uint64_t size_;
+  uint64_t pos_ = 0;
+};
+
+// The empty BLOB (id 0) reads as no bytes.
+class EmptyReader : public BlobReader {
+ public:
+  absl::StatusOr<size_t> Read(void*, size_t) override { return size_t{0}; }
+  absl::Status Seek(uint64_t pos) override {
+    return pos == 0 ? absl::OkStatus() : absl::OutOfRangeError("seek past the empty BLOB");
+  }
+  uint64_t size() const override { return 0; }
+  uint64_t position() const override { return 0; }
+};
+
+}  // namespace
+
+blob::TxnBlobs* TransactionImpl::Blobs() {
+  if (!blobs_) {
+    DatabaseImpl* db = db_;
+    blobs_ = std::make_unique<blob::TxnBlobs>(
+        db->cache(), db->space(), db->temp_space(), db->options().blob_temp_space, id_,
+        [db](uint32_t rel) { return db->RelationById(rel); });
+  }
+  return blobs_.get();
+}
+
+absl::Status TransactionImpl::EndBlobs() {
+  if (!blobs_) return absl::OkStatus();
+  absl::Status s = blobs_->ReleaseAll();
+  blobs_.reset();
+  return s;
+}
+
+absl::Status TransactionImpl::MaterializeBlobs(internal::TableState* t, Row* row,
+                                               std::vector<page::PageNo>* links) {
+  for (size_t i = 0; i < row->size(); ++i) {
+    auto* b = std::get_if<BlobId>(&(*row)[i]);
+    if (!b || !blob::IsTemp(b->value)) continue;
+    absl::StatusOr<uint64_t> stored = Blobs()->Materialize(b->value, t->relation.get(), links);
+    if (!stored.ok()) return stored.status();
+    b->value = *stored;
+    wrote_ = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<BlobWriter>> TransactionImpl::CreateBlob() {
+  Statement stmt(this);
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  absl::StatusOr<uint64_t> id = Blobs()->Create(/*engine_made=*/false);
+  if (!id.ok()) return id.status();
+  wrote_ = true;
+  return std::unique_ptr<BlobWriter>(new WriterImpl(Blobs(), *id));
+}
+
+absl::StatusOr<std::unique_ptr<BlobReader>> TransactionImpl::OpenBlob(BlobId id) {
+  Statement stmt(this);
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  if (id.value == 0) return std::unique_ptr<BlobReader>(new EmptyReader());
+  absl::StatusOr<uint64_t> len = Blobs()->Length(id.value);
+  if (!len.ok()) return len.status();
+  return std::unique_ptr<BlobReader>(new ReaderImpl(Blobs(), id.value, *len));
+}
+
+absl::StatusOr<BlobId> TransactionImpl::Concat(BlobId a, BlobId b) {
+  Statement stmt(this);
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  wrote_ = true;
+  absl::StatusOr<uint64_t> id;
+  if (a.value == 0 && b.value == 0) id = Blobs()->Create(true);
+  else if (a.value == 0) id = Blobs()->ConcatBytes(b.value, {});
+  else if (b.value == 0) id = Blobs()->ConcatBytes(a.value, {});
+  else id = Blobs()->Concat(a.value, b.value);
+  if (!id.ok()) return id.status();
+  return BlobId{*id};
+}
+
+absl::StatusOr<BlobId> TransactionImpl::Concat(BlobId a, std::string_view bytes) {
+  Statement stmt(this);
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  wrote_ = true;
+  absl::StatusOr<uint64_t> id;
+  if (a.value == 0) {
+    id = Blobs()->Create(true);
+    if (id.ok()) {
+      if (absl::Status s = Blobs()->Append(*id, bytes); !s.ok()) return s;
+    }
+  } else {
+    id = Blobs()->ConcatBytes(a.value, bytes);
+  }
+  if (!id.ok()) return id.status();
+  return BlobId{*id};
+}
+
+absl::Status TransactionImpl::Append(BlobId* blob, std::string_view bytes) {
+  Statement stmt(this);
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  wrote_ = true;
+  if (blob->value == 0) {
+    absl::StatusOr<uint64_t> id = Blobs()->Create(true);
+    if (!id.ok()) return id.status();
+    blob->value = *id;
+  } else if (!blob::IsTemp(blob->value)) {
+    // A stored BLOB is never changed in place: append to a temporary copy.
+    absl::StatusOr<uint64_t> id = Blobs()->ConcatBytes(blob->value, {});
+    if (!id.ok()) return id.status();
+    blob->value = *id;
+  }
+  return Blobs()->Append(blob->value, bytes);
+}
+
+absl::Status TransactionImpl::ReleaseBlob(BlobId temp) {
+  Statement stmt(this);
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  return Blobs()->Release(temp.value);
+}
+
+}  // namespace ember::db

@@ -1,0 +1,838 @@
+// BufferCache and PageSpace: fetch/FetchNew, eviction through a tiny cache, dirty writes, bad
+// pages, counters, per-transaction flushes, careful-write precedence (order and syncs, chains,
+// cycles, eviction under pressure, frames reused during a flush), pinned-out caches, concurrent
+// latching, and page allocation over the PIPs.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/cache/buffer_cache.h"
+#include "engine/cache/page_space.h"
+#include "engine/page/pip.h"
+#include "engine/util/counters.h"
+#include "tests/engine_test_util.h"
+
+using namespace ember;
+using cache::BufferCache;
+using cache::CacheOptions;
+using cache::LatchMode;
+using cache::PageRef;
+using cache::PageSpace;
+using page::PageNo;
+using unit::CheckBefore;
+using unit::CheckPage;
+using unit::FillPage;
+using unit::TestDb;
+
+namespace {
+
+constexpr uint32_t kPs = 4096;
+
+// ThreadSanitizer keys lock order by mutex, i.e. by frame; frames change pages, so two latches
+// taken in page order look like an inversion to it. Under TSan the concurrent test holds one
+// latch at a time.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTsan = true;
+#else
+constexpr bool kTsan = false;
+#endif
+
+CacheOptions Opts(uint32_t capacity, bool forced = false) {
+  CacheOptions o;
+  o.page_size = kPs;
+  o.capacity = capacity;
+  o.forced_writes = forced;
+  return o;
+}
+
+// Creates page `no` with FillPage(no, stamp), marked for `txn`.
+void MakePage(BufferCache& c, PageNo no, uint64_t stamp, uint64_t txn = 1) {
+  PageRef r = VALUE_OR_FAIL(c.FetchNew(no));
+  FillPage(r.data(), c.page_size(), no, stamp);
+  r.Mark(txn);
+}
+
+// Rewrites page `no` (fetched exclusively) with FillPage(no, stamp), marked for `txn`.
+void RewritePage(BufferCache& c, PageNo no, uint64_t stamp, uint64_t txn = 1) {
+  PageRef r = VALUE_OR_FAIL(c.Fetch(no, LatchMode::kExclusive));
+  FillPage(r.data(), c.page_size(), no, stamp);
+  r.Mark(txn);
+}
+
+std::string ReadCheck(BufferCache& c, PageNo no, uint64_t stamp) {
+  absl::StatusOr<PageRef> r = c.Fetch(no, LatchMode::kShared);
+  if (!r.ok()) return std::string(r.status().ToString());
+  return CheckPage(r->data(), c.page_size(), no, stamp);
+}
+
+size_t WritesOf(const std::vector<unit::IoEvent>& ev, PageNo p) {
+  return std::count_if(ev.begin(), ev.end(),
+                       [&](const unit::IoEvent& e) { return !e.sync && e.page == p; });
+}
+
+bool Contains(absl::string_view haystack, absl::string_view needle) {
+  return haystack.find(needle) != absl::string_view::npos;
+}
+
+}  // namespace
+
+TEST_CASE("cache: a resident page comes back with the same bytes; FetchNew gives zeros",
+          "[cache]") {
+  TestDb db(Opts(64));
+  BufferCache& c = db.cache();
+  MakePage(c, 5, 77);
+  const uint64_t reads_before = c.counters().reads;
+  for (LatchMode m : {LatchMode::kShared, LatchMode::kExclusive}) {
+    PageRef r = VALUE_OR_FAIL(c.Fetch(5, m));
+    CHECK(r.page_no() == 5);
+    CHECK(r.exclusive() == (m == LatchMode::kExclusive));
+    CHECK(CheckPage(r.data(), kPs, 5, 77) == "");
+  }
+  CHECK(c.counters().reads == reads_before);  // hits: nothing read
+
+  // FetchNew of a resident page with contents gives zeros, and so does a brand new page.
+  for (PageNo no : {PageNo{5}, PageNo{6}}) {
+    PageRef r = VALUE_OR_FAIL(c.FetchNew(no));
+    CHECK(r.exclusive());
+    CHECK(std::all_of(r.data(), r.data() + kPs, [](uint8_t b) { return b == 0; }));
+  }
+}
+
+TEST_CASE("cache: FetchNew on a recycled frame gives zeros", "[cache]") {
+  TestDb db(Opts(16));
+  BufferCache& c = db.cache();
+  for (PageNo p = 2; p < 40; ++p) MakePage(c, p, p);  // every frame has held a filled page
+  for (PageNo p = 100; p < 140; ++p) {
+    PageRef r = VALUE_OR_FAIL(c.FetchNew(p));
+    INFO("page " << p);
+    CHECK(std::all_of(r.data(), r.data() + kPs, [](uint8_t b) { return b == 0; }));
+  }
+}
+
+TEST_CASE("cache: a 16-frame cache over hundreds of pages keeps every page's contents",
+          "[cache]") {
+  TestDb db(Opts(16));
+  BufferCache& c = db.cache();
+  constexpr PageNo kFirst = 2, kEnd = 302;
+  std::map<PageNo, uint64_t> stamp;
+  for (PageNo p = kFirst; p < kEnd; ++p) {
+    MakePage(c, p, 1000 + p);
+    stamp[p] = 1000 + p;
+    CHECK(c.DirtyCount() <= c.capacity());
+  }
+  std::mt19937 rng(42);
+  std::vector<PageNo> order;
+  for (PageNo p = kFirst; p < kEnd; ++p) order.push_back(p);
+  for (int round = 0; round < 4; ++round) {
+    std::shuffle(order.begin(), order.end(), rng);
+    for (PageNo p : order) {
+      INFO("round " << round << " page " << p);
+      REQUIRE(ReadCheck(c, p, stamp[p]) == "");
+      if (round == 1 && p % 3 == 0) {  // change a third of them, evicted again later
+        RewritePage(c, p, stamp[p] + 5000);
+        stamp[p] += 5000;
+      }
+    }
+  }
+  // Evictions really happened: every page was read back from disk at least once per round.
+  CHECK(c.counters().reads >= 4 * (kEnd - kFirst) - c.capacity() * 4);
+  REQUIRE_OK(c.FlushAll());
+  CHECK(c.DirtyCount() == 0);
+  db.Reopen();
+  for (PageNo p = kFirst; p < kEnd; ++p) {
+    INFO("after reopen, page " << p);
+    REQUIRE(ReadCheck(db.cache(), p, stamp[p]) == "");
+  }
+}
+
+TEST_CASE("cache: dirty pages are written when evicted and by FlushAll, once each", "[cache]") {
+  TestDb db(Opts(16), /*init_pip=*/false);
+  BufferCache& c = db.cache();
+  for (PageNo p = 2; p < 18; ++p) MakePage(c, p, p);  // exactly fills the cache
+  CHECK(db.file().events().empty());
+  CHECK(c.DirtyCount() == 16);
+
+  MakePage(c, 18, 18);  // needs a frame: one dirty page is written first
+  std::vector<unit::IoEvent> ev = db.file().events();
+  REQUIRE(ev.size() == 1);
+  const PageNo evicted = ev[0].page;
+  CHECK(evicted >= 2);
+  CHECK(evicted < 18);
+  CHECK(ev[0].stamp == evicted);
+  CHECK(c.DirtyCount() == 16);
+  CHECK(CheckPage(reinterpret_cast<const uint8_t*>(db.DiskPage(evicted).data()), kPs, evicted,
+                  evicted) == "");
+
+  REQUIRE_OK(c.FlushAll());
+  CHECK(c.DirtyCount() == 0);
+  ev = db.file().events();
+  for (PageNo p = 2; p <= 18; ++p) {
+    INFO("page " << p);
+    CHECK(WritesOf(ev, p) == 1);
+    const std::string disk = db.DiskPage(p);
+    const auto* d = reinterpret_cast<const uint8_t*>(disk.data());
+    CHECK_OK(page::VerifyPage(d, kPs, p, "test"));
+    CHECK(CheckPage(d, kPs, p, p) == "");
+  }
+  const size_t n = ev.size();
+  REQUIRE_OK(c.FlushAll());  // nothing dirty: nothing written
+  CHECK(db.file().events().size() == n);
+  REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{1}));
+  CHECK(db.file().events().size() == n);
+}
+
+TEST_CASE("cache: a corrupt page is DataLoss naming it, a page past the end is OutOfRange, and "
+          "the cache keeps working",
+          "[cache]") {
+  TestDb db(Opts(16), /*init_pip=*/false);
+  for (PageNo p = 2; p < 10; ++p) MakePage(db.cache(), p, p);
+  REQUIRE_OK(db.cache().FlushAll());
+  // Flip one byte of page 5 and copy page 6 over page 7 (a misdirected write).
+  std::string p5 = db.DiskPage(5);
+  p5[1000] ^= 0x40;
+  REQUIRE_OK(db.file().Write(uint64_t{5} * kPs, p5.data(), p5.size()));
+  const std::string p6 = db.DiskPage(6);
+  REQUIRE_OK(db.file().Write(uint64_t{7} * kPs, p6.data(), p6.size()));
+  db.Reopen();
+  BufferCache& c = db.cache();
+
+  // More failures than frames: a failed load must not leak its frame.
+  for (int i = 0; i < 40; ++i) {
+    absl::StatusOr<PageRef> r = c.Fetch(5, i % 2 ? LatchMode::kShared : LatchMode::kExclusive);
+    REQUIRE(absl::IsDataLoss(r.status()));
+    CHECK(Contains(r.status().message(), "page 5 "));
+    absl::StatusOr<PageRef> m = c.Fetch(7, LatchMode::kShared);
+    REQUIRE(absl::IsDataLoss(m.status()));
+    CHECK(Contains(m.status().message(), "page 7 "));
+    absl::StatusOr<PageRef> e = c.Fetch(1000 + i, LatchMode::kShared);
+    REQUIRE(absl::IsOutOfRange(e.status()));
+  }
+  for (PageNo p : {2, 3, 4, 6, 8, 9}) CHECK(ReadCheck(c, p, p) == "");
+  // 16 pins at once still work: no frame was lost.
+  {
+    std::vector<PageRef> held;
+    for (PageNo p = 20; p < 36; ++p) held.push_back(VALUE_OR_FAIL(c.FetchNew(p)));
+  }
+  // The bad page can be rewritten and then reads fine.
+  MakePage(c, 5, 55);
+  REQUIRE_OK(c.FlushAll());
+  db.Reopen();
+  CHECK(ReadCheck(db.cache(), 5, 55) == "");
+  CHECK(absl::IsDataLoss(db.cache().Fetch(7, LatchMode::kShared).status()));
+}
+
+TEST_CASE("cache: counters count exactly what happened, per database and per thread sink",
+          "[cache]") {
+  TestDb db(Opts(16), /*init_pip=*/false);
+  BufferCache& c = db.cache();
+  util::PageCounters txn_sink, stmt_sink;
+  {
+    util::ScopedCounterSinks scope({&txn_sink, &stmt_sink});
+    {
+      PageRef r = VALUE_OR_FAIL(c.FetchNew(3));  // fetch 1
+      FillPage(r.data(), kPs, 3, 3);
+      r.Mark(7);  // mark 1
+      r.Mark(7);  // mark 2
+    }
+    { PageRef r = VALUE_OR_FAIL(c.Fetch(3, LatchMode::kShared)); }  // fetch 2, a hit
+    REQUIRE_OK(c.FlushAll());                                        // write 1
+    REQUIRE_OK(c.FlushAll());                                        // nothing
+    c.DiscardAll();
+    { PageRef r = VALUE_OR_FAIL(c.Fetch(3, LatchMode::kShared)); }  // fetch 3, read 1
+    CHECK(absl::IsOutOfRange(c.Fetch(999, LatchMode::kShared).status()));  // fetch 4, no read
+  }
+  const util::PageCounters db_total = c.counters();
+  for (const util::PageCounters& k : {db_total, txn_sink, stmt_sink}) {
+    CHECK(k.fetches == 4);
+    CHECK(k.marks == 2);
+    CHECK(k.reads == 1);
+    CHECK(k.writes == 1);
+  }
+
+  // Another thread with its own sinks: its work lands there and in the database totals only.
+  util::PageCounters other;
+  std::thread t([&] {
+    util::ScopedCounterSinks scope({&other, nullptr});
+    absl::StatusOr<PageRef> r = c.FetchNew(4);
+    if (!r.ok()) return;
+    FillPage(r->data(), kPs, 4, 4);
+    r->Mark(8);
+    r->Release();
+    absl::StatusOr<PageRef> again = c.Fetch(4, LatchMode::kExclusive);
+    (void)again;
+  });
+  t.join();
+  CHECK(other.fetches == 2);
+  CHECK(other.marks == 1);
+  CHECK(other.reads == 0);
+  CHECK(other.writes == 0);
+  CHECK(txn_sink.fetches == 4);  // unchanged
+  CHECK(stmt_sink.marks == 2);
+  CHECK(c.counters().fetches == 6);
+  CHECK(c.counters().marks == 3);
+
+  // Outside the scope this thread counts nowhere but the database totals.
+  { PageRef r = VALUE_OR_FAIL(c.Fetch(4, LatchMode::kShared)); }
+  CHECK(txn_sink.fetches == 4);
+  CHECK(c.counters().fetches == 7);
+  // Statement sink only, nested inside a transaction sink: both see the statement's work.
+  util::PageCounters t2, s2;
+  {
+    util::ScopedCounterSinks outer({&t2, nullptr});
+    { PageRef r = VALUE_OR_FAIL(c.Fetch(4, LatchMode::kShared)); }
+    {
+      util::ScopedCounterSinks inner({&t2, &s2});
+      { PageRef r = VALUE_OR_FAIL(c.Fetch(3, LatchMode::kShared)); }
+    }
+  }
+  CHECK(t2.fetches == 2);
+  CHECK(s2.fetches == 1);
+}
+
+TEST_CASE("cache: FlushTxns writes the transaction's pages and their dirty prerequisites only",
+          "[cache]") {
+  for (bool forced : {false, true}) {
+    INFO("forced_writes " << forced);
+    TestDb db(Opts(64, forced), /*init_pip=*/false);
+    BufferCache& c = db.cache();
+    MakePage(c, 3, 3, /*txn=*/1);  // X: txn 1
+    MakePage(c, 4, 4, /*txn=*/2);  // Y: txn 2 only
+    MakePage(c, 5, 5, /*txn=*/2);  // Z: txn 2, a prerequisite of X
+    MakePage(c, 6, 6, /*txn=*/0);  // W: the engine (written by any transaction's flush)
+    MakePage(c, 7, 7, /*txn=*/2);  // V: txn 2 and txn 1
+    MakePage(c, 8, 8, /*txn=*/3);  // U: txn 3
+    {
+      PageRef x = VALUE_OR_FAIL(c.Fetch(3, LatchMode::kExclusive));
+      REQUIRE_OK(c.AddPrecedence(x, 5));
+      x.Mark(1);
+    }
+    { PageRef v = VALUE_OR_FAIL(c.Fetch(7, LatchMode::kExclusive)); v.Mark(1); }
+    db.file().ClearEvents();
+
+    REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{1}));
+    std::vector<unit::IoEvent> ev = db.file().events();
+    INFO(unit::Describe(ev));
+    CHECK(WritesOf(ev, 3) == 1);
+    CHECK(WritesOf(ev, 5) == 1);
+    CHECK(WritesOf(ev, 7) == 1);
+    CHECK(WritesOf(ev, 6) == 1);
+    CHECK(WritesOf(ev, 4) == 0);
+    CHECK(WritesOf(ev, 8) == 0);
+    CHECK(CheckBefore(ev, 5, 3, forced) == "");
+    if (forced) {
+      REQUIRE(!ev.empty());
+      CHECK(ev.back().sync);  // durable when FlushTxns returns
+    }
+
+    db.file().ClearEvents();
+    REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{2, 3}));
+    ev = db.file().events();
+    CHECK(WritesOf(ev, 4) == 1);
+    CHECK(WritesOf(ev, 8) == 1);
+    CHECK(WritesOf(ev, 3) + WritesOf(ev, 5) + WritesOf(ev, 6) + WritesOf(ev, 7) == 0);
+    CHECK(c.DirtyCount() == 0);
+  }
+}
+
+TEST_CASE("cache: precedence: A is written before B by FlushAll and FlushTxns, along chains, "
+          "with a sync between levels",
+          "[cache]") {
+  for (bool forced : {false, true}) {
+    for (bool by_txn : {false, true}) {
+      INFO("forced_writes " << forced << ", FlushTxns " << by_txn);
+      TestDb db(Opts(64, forced), /*init_pip=*/false);
+      BufferCache& c = db.cache();
+      // C (page 10) is created first, then B (11), then A (12): C after B after A.
+      MakePage(c, 10, 1, 0);
+      MakePage(c, 11, 1, 0);
+      MakePage(c, 12, 1, 0);
+      {
+        PageRef b = VALUE_OR_FAIL(c.Fetch(11, LatchMode::kExclusive));
+        REQUIRE_OK(c.AddPrecedence(b, 12));
+        REQUIRE_OK(c.AddPrecedence(b, 11));  // self edge: ignored
+        b.Mark(0);
+      }
+      {
+        PageRef cc = VALUE_OR_FAIL(c.Fetch(10, LatchMode::kExclusive));
+        REQUIRE_OK(c.AddPrecedence(cc, 11));
+        cc.Mark(by_txn ? 9 : 0);
+      }
+      db.file().ClearEvents();
+      if (by_txn) REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{9}));
+      else REQUIRE_OK(c.FlushAll());
+      const std::vector<unit::IoEvent> ev = db.file().events();
+      INFO(unit::Describe(ev));
+      CHECK(CheckBefore(ev, 12, 11, forced) == "");
+      CHECK(CheckBefore(ev, 11, 10, forced) == "");
+      CHECK(WritesOf(ev, 10) == 1);
+      CHECK(WritesOf(ev, 11) == 1);
+      CHECK(WritesOf(ev, 12) == 1);
+      CHECK(c.DirtyCount() == 0);
+    }
+  }
+}
+
+TEST_CASE("cache: precedence over a random DAG is respected by FlushAll", "[cache]") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 5; ++trial) {
+    const bool forced = trial % 2 == 1;
+    TestDb db(Opts(128, forced), /*init_pip=*/false);
+    BufferCache& c = db.cache();
+    constexpr PageNo kN = 40;
+    for (PageNo p = 2; p < 2 + kN; ++p) MakePage(c, p, p, p % 5);
+    // Edges only from a lower page number to a higher one ("lower before higher"): no cycles.
+    std::vector<std::pair<PageNo, PageNo>> edges;
+    for (PageNo b = 3; b < 2 + kN; ++b) {
+      PageRef rb = VALUE_OR_FAIL(c.Fetch(b, LatchMode::kExclusive));
+      for (int k = 0; k < 3; ++k) {
+        const PageNo a = 2 + static_cast<PageNo>(rng() % (b - 2));
+        REQUIRE_OK(c.AddPrecedence(rb, a));
+        edges.emplace_back(a, b);
+      }
+      rb.Mark(b % 5);
+    }
+    db.file().ClearEvents();
+    if (trial < 3) {
+      REQUIRE_OK(c.FlushAll());
+    } else {  // by transaction, in two rounds: prerequisites of any transaction come along
+      REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{2}));
+      REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{0, 1, 3, 4}));
+    }
+    const std::vector<unit::IoEvent> ev = db.file().events();
+    INFO("trial " << trial << ": " << unit::Describe(ev));
+    for (auto [a, b] : edges) {
+      INFO("edge " << a << " before " << b);
+      CHECK(CheckBefore(ev, a, b, forced) == "");
+    }
+    for (PageNo p = 2; p < 2 + kN; ++p) CHECK(WritesOf(ev, p) == 1);
+  }
+}
+
+TEST_CASE("cache: precedence holds when pages are evicted from a tiny cache", "[cache]") {
+  for (bool forced : {false, true}) {
+    INFO("forced_writes " << forced);
+    TestDb db(Opts(16, forced), /*init_pip=*/false);
+    BufferCache& c = db.cache();
+    // A chain 2 < 3 < ... < 61: each new page must follow the previous one, and the cache holds
+    // only 16 of them, so eviction has to write chains bottom-up.
+    MakePage(c, 2, 2);
+    for (PageNo p = 3; p < 62; ++p) {
+      PageRef r = VALUE_OR_FAIL(c.FetchNew(p));
+      FillPage(r.data(), kPs, p, p);
+      REQUIRE_OK(c.AddPrecedence(r, p - 1));
+      r.Mark(1);
+    }
+    REQUIRE_OK(c.FlushAll());
+    const std::vector<unit::IoEvent> ev = db.file().events();
+    INFO(unit::Describe(ev));
+    for (PageNo p = 3; p < 62; ++p) {
+      INFO("page " << p);
+      CHECK(WritesOf(ev, p) == 1);
+      CHECK(CheckBefore(ev, p - 1, p, forced) == "");
+    }
+  }
+}
+
+TEST_CASE("cache: eviction succeeds when every dirty page depends on one hot page", "[cache]") {
+  for (bool forced : {false, true}) {
+    INFO("forced_writes " << forced);
+    TestDb db(Opts(16, forced), /*init_pip=*/false);
+    BufferCache& c = db.cache();
+    constexpr PageNo kHot = 2;
+    MakePage(c, kHot, 0);
+    std::map<PageNo, uint64_t> hot_version_at_link;
+    for (PageNo p = 3; p < 203; ++p) {
+      uint64_t v;
+      {  // the hot page changes every time (a pointer page gaining a slot, say)
+        PageRef h = VALUE_OR_FAIL(c.Fetch(kHot, LatchMode::kExclusive));
+        v = unit::GetStamp(h.data()) + 1;
+        unit::SetStamp(h.data(), v);
+        h.Mark(1);
+      }
+      // ... and the new page must follow the hot page's current version.
+      absl::StatusOr<PageRef> r = c.FetchNew(p);
+      REQUIRE(r.ok());  // used to fail with ResourceExhausted
+      FillPage(r->data(), kPs, p, v);
+      REQUIRE_OK(c.AddPrecedence(*r, kHot));
+      r->Mark(1);
+      hot_version_at_link[p] = v;
+    }
+    REQUIRE_OK(c.FlushAll());
+    const std::vector<unit::IoEvent> ev = db.file().events();
+    INFO(unit::Describe(ev));
+    for (auto [p, v] : hot_version_at_link) {
+      INFO("page " << p << " needs the hot page at version " << v);
+      CHECK(WritesOf(ev, p) == 1);
+      CHECK(CheckBefore(ev, kHot, p, forced, 0,
+                        [v = v](const unit::IoEvent& e) { return e.stamp >= v; }) == "");
+    }
+    db.Reopen();
+    CHECK(ReadCheck(db.cache(), 150, hot_version_at_link[150]) == "");
+  }
+}
+
+TEST_CASE("cache: with forced writes, a page whose prerequisite was written by an eviction "
+          "follows it only after a sync",
+          "[cache]") {
+  TestDb db(Opts(16, /*forced=*/true), /*init_pip=*/false);
+  BufferCache& c = db.cache();
+  MakePage(c, 2, 2);  // A
+  {
+    PageRef b = VALUE_OR_FAIL(c.FetchNew(3));  // B: after A
+    FillPage(b.data(), kPs, 3, 3);
+    REQUIRE_OK(c.AddPrecedence(b, 2));
+    b.Mark(1);
+    // Push A out while B is pinned: A has no prerequisites, so eviction simply writes it.
+    for (PageNo p = 100; p < 140; ++p) VALUE_OR_FAIL(c.FetchNew(p)).Release();
+  }
+  std::vector<unit::IoEvent> ev = db.file().events();
+  REQUIRE(WritesOf(ev, 2) == 1);
+  REQUIRE(WritesOf(ev, 3) == 0);
+  REQUIRE_OK(c.FlushAll());  // writes B
+  ev = db.file().events();
+  INFO(unit::Describe(ev));
+  CHECK(CheckBefore(ev, 2, 3, /*need_sync=*/true) == "");
+}
+
+TEST_CASE("cache: a frame reused while a flush waits between levels is not written out of "
+          "order",
+          "[cache]") {
+  TestDb db(Opts(16, /*forced=*/true), /*init_pip=*/false);
+  BufferCache& c = db.cache();
+  constexpr PageNo kA = 2, kB = 3, kQ = 20, kR = 21;
+  // (Found by this test: the flush used to write whatever page the frame held by then.)
+  MakePage(c, kA, 1);
+  {
+    PageRef b = VALUE_OR_FAIL(c.FetchNew(kB));
+    FillPage(b.data(), kPs, kB, 1);
+    REQUIRE_OK(c.AddPrecedence(b, kA));
+    b.Mark(1);
+  }
+  MakePage(c, kR, 1);  // R: resident, written, clean
+  REQUIRE_OK(c.FlushPages(std::vector<PageNo>{kR}));
+  // Pin 13 more pages: with A, B and R that is all 16 frames.
+  std::vector<PageRef> pinned;
+  for (PageNo p = 100; p < 113; ++p) pinned.push_back(VALUE_OR_FAIL(c.FetchNew(p)));
+
+  // FlushAll writes A (level 0), syncs, then B (level 1). During that sync another "thread"
+  // (here: the hook, on the flushing thread, holding nothing) evicts B and reuses its frame for
+  // a new page Q that must follow R.
+  std::string hook_error;
+  bool hook_ran = false;
+  db.file().SetSyncHook([&] {
+    if (hook_ran || c.DirtyCount() != 1) return;  // only the sync between A and B
+    hook_ran = true;
+    absl::StatusOr<PageRef> a = c.Fetch(kA, LatchMode::kShared);  // keep A's frame
+    absl::StatusOr<PageRef> r = c.Fetch(kR, LatchMode::kExclusive);
+    absl::StatusOr<PageRef> q = c.FetchNew(kQ);  // the only victim: B (written first)
+    if (!a.ok() || !r.ok() || !q.ok()) {
+      hook_error = "hook: fetch failed";
+      return;
+    }
+    unit::SetStamp(r->data(), 2);
+    r->Mark(5);
+    FillPage(q->data(), kPs, kQ, 2);
+    if (!c.AddPrecedence(*q, kR).ok()) hook_error = "hook: AddPrecedence failed";
+    q->Mark(5);
+  });
+  REQUIRE_OK(c.FlushAll());
+  db.file().SetSyncHook(nullptr);
+  REQUIRE(hook_ran);
+  REQUIRE(hook_error == "");
+  std::vector<unit::IoEvent> ev = db.file().events();
+  INFO(unit::Describe(ev));
+  CHECK(CheckBefore(ev, kA, kB, true) == "");
+  // Q may be written by that flush only after R's new version (and a sync).
+  if (unit::FirstWrite(ev, kQ) >= 0) {
+    CHECK(CheckBefore(ev, kR, kQ, true, 0,
+                      [](const unit::IoEvent& e) { return e.stamp == 2; }) == "");
+  }
+  pinned.clear();
+  REQUIRE_OK(c.FlushAll());
+  ev = db.file().events();
+  CHECK(CheckBefore(ev, kR, kQ, true, 0, [](const unit::IoEvent& e) { return e.stamp == 2; }) ==
+        "");
+}
+
+TEST_CASE("cache: a precedence cycle is broken by writing at once, in the right order",
+          "[cache]") {
+  for (bool forced : {false, true}) {
+    INFO("forced_writes " << forced);
+    TestDb db(Opts(32, forced), /*init_pip=*/false);
+    BufferCache& c = db.cache();
+    constexpr PageNo kA = 20, kB = 21;
+    MakePage(c, kA, 1);
+    MakePage(c, kB, 1);
+    {  // A before B
+      PageRef b = VALUE_OR_FAIL(c.Fetch(kB, LatchMode::kExclusive));
+      REQUIRE_OK(c.AddPrecedence(b, kA));
+      FillPage(b.data(), kPs, kB, 2);
+      b.Mark(1);
+    }
+    db.file().ClearEvents();
+    {  // now B before A's next change: a cycle, so A (as it is) and then B are written now
+      PageRef a = VALUE_OR_FAIL(c.Fetch(kA, LatchMode::kExclusive));
+      REQUIRE_OK(c.AddPrecedence(a, kB));
+      const std::vector<unit::IoEvent> ev = db.file().events();
+      INFO(unit::Describe(ev));
+      CHECK(WritesOf(ev, kA) == 1);
+      CHECK(WritesOf(ev, kB) == 1);
+      CHECK(CheckBefore(ev, kA, kB, forced) == "");
+      if (forced) {
+        REQUIRE(!ev.empty());
+        CHECK(ev.back().sync);
+      }
+      FillPage(a.data(), kPs, kA, 3);
+      a.Mark(1);
+    }
+    REQUIRE_OK(c.FlushAll());
+    const std::vector<unit::IoEvent> ev = db.file().events();
+    INFO(unit::Describe(ev));
+    // A's new version goes out after B's.
+    const int a3 = unit::FirstWrite(ev, kA, 0, [](const unit::IoEvent& e) { return e.stamp == 3; });
+    const int b2 = unit::FirstWrite(ev, kB);
+    REQUIRE(a3 >= 0);
+    REQUIRE(b2 >= 0);
+    CHECK(ev[b2].step < ev[a3].step);
+    db.Reopen();
+    CHECK(ReadCheck(db.cache(), kA, 3) == "");
+    CHECK(ReadCheck(db.cache(), kB, 2) == "");
+  }
+}
+
+TEST_CASE("cache: every frame pinned -> ResourceExhausted, not a hang", "[cache]") {
+  TestDb db(Opts(16), /*init_pip=*/false);
+  BufferCache& c = db.cache();
+  for (PageNo p = 2; p < 30; ++p) MakePage(c, p, p);
+  REQUIRE_OK(c.FlushAll());
+  std::vector<PageRef> held;
+  for (PageNo p = 2; p < 18; ++p) {
+    held.push_back(VALUE_OR_FAIL(c.Fetch(p, p % 2 ? LatchMode::kShared : LatchMode::kExclusive)));
+  }
+  absl::StatusOr<PageRef> r = c.Fetch(20, LatchMode::kShared);
+  CHECK(absl::IsResourceExhausted(r.status()));
+  CHECK(absl::IsResourceExhausted(c.FetchNew(40).status()));
+  // Resident pages are still reachable (a shared page can be fetched again).
+  { PageRef again = VALUE_OR_FAIL(c.Fetch(3, LatchMode::kShared)); }
+  held.pop_back();
+  CHECK(ReadCheck(c, 20, 20) == "");
+  held.clear();
+  for (PageNo p = 2; p < 30; ++p) CHECK(ReadCheck(c, p, p) == "");
+}
+
+TEST_CASE("cache: 4 threads latching random pages through a 32-frame cache", "[cache]") {
+  TestDb db(Opts(32), /*init_pip=*/false);
+  constexpr PageNo kFirst = 2, kPages = 200;
+  constexpr size_t kCounterOff = 64;
+  for (PageNo p = kFirst; p < kFirst + kPages; ++p) {
+    PageRef r = VALUE_OR_FAIL(db.cache().FetchNew(p));
+    page::InitPage(r.data(), kPs, page::PageType::kData, p);
+    unit::SetStamp(r.data(), p);
+    r.Mark(0);
+  }
+  REQUIRE_OK(db.cache().FlushAll());
+  BufferCache& c = db.cache();
+
+  constexpr int kThreads = 4, kOps = 2500;
+  std::atomic<uint64_t> increments{0};
+  std::mutex err_mu;
+  std::vector<std::string> errors;
+  auto fail = [&](std::string e) {
+    std::lock_guard<std::mutex> g(err_mu);
+    if (errors.size() < 10) errors.push_back(std::move(e));
+  };
+  auto bump = [&](PageRef& r) {
+    uint8_t* d = r.data();
+    util::Put64(d + kCounterOff, util::Get64(d + kCounterOff) + 1);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(1000 + t);
+      uint64_t mine = 0;
+      for (int i = 0; i < kOps; ++i) {
+        const PageNo p = kFirst + rng() % kPages;
+        const int what = static_cast<int>(rng() % 100);
+        if (what < 50) {
+          absl::StatusOr<PageRef> r = c.Fetch(p, LatchMode::kShared);
+          if (!r.ok()) { fail(std::string(r.status().ToString())); continue; }
+          if (page::GetPageNo(r->data()) != p || unit::GetStamp(r->data()) != p) {
+            fail(absl::StrCat("page ", p, " holds another page's bytes"));
+          }
+        } else if (what < 90) {
+          absl::StatusOr<PageRef> r = c.Fetch(p, LatchMode::kExclusive);
+          if (!r.ok()) { fail(std::string(r.status().ToString())); continue; }
+          bump(*r);
+          r->Mark(t + 1);
+          ++mine;
+        } else if (what < 99 && !kTsan) {  // two pages, in page order
+          const PageNo q = kFirst + rng() % kPages;
+          if (q == p) continue;
+          absl::StatusOr<PageRef> a = c.Fetch(std::min(p, q), LatchMode::kExclusive);
+          if (!a.ok()) { fail(std::string(a.status().ToString())); continue; }
+          absl::StatusOr<PageRef> b = c.Fetch(std::max(p, q), LatchMode::kExclusive);
+          if (!b.ok()) { fail(std::string(b.status().ToString())); continue; }
+          bump(*a);
+          bump(*b);
+          a->Mark(t + 1);
+          b->Mark(t + 1);
+          mine += 2;
+        } else {  // a commit-style flush, holding nothing
+          const uint64_t txn = t + 1;
+          if (absl::Status s = c.FlushTxns(std::span<const uint64_t>(&txn, 1)); !s.ok()) {
+            fail(std::string(s.ToString()));
+          }
+        }
+      }
+      increments += mine;
+    });
+  }
+  for (auto& th : threads) th.join();
+  INFO((errors.empty() ? std::string() : errors[0]));
+  REQUIRE(errors.empty());
+  REQUIRE(increments.load() > 0);
+
+  auto sum = [&](BufferCache& cc) {
+    uint64_t s = 0;
+    for (PageNo p = kFirst; p < kFirst + kPages; ++p) {
+      PageRef r = VALUE_OR_FAIL(cc.Fetch(p, LatchMode::kShared));
+      s += util::Get64(r.data() + kCounterOff);
+    }
+    return s;
+  };
+  CHECK(sum(c) == increments.load());
+  REQUIRE_OK(c.FlushAll());
+  db.Reopen();
+  CHECK(sum(db.cache()) == increments.load());
+}
+
+// ---------------------------------------------------------------- PageSpace
+
+TEST_CASE("page space: Allocate gives distinct zeroed pages; Free and IsFree", "[cache]") {
+  TestDb db(Opts(64));
+  BufferCache& c = db.cache();
+  PageSpace space(&c, 2);
+  CHECK(space.page_count() == 2);
+  std::set<PageNo> got;
+  for (int i = 0; i < 50; ++i) {
+    PageRef r = VALUE_OR_FAIL(space.Allocate(1));
+    CHECK(r.exclusive());
+    CHECK(std::all_of(r.data(), r.data() + kPs, [](uint8_t b) { return b == 0; }));
+    CHECK(r.page_no() >= 2);
+    CHECK(got.insert(r.page_no()).second);
+    FillPage(r.data(), kPs, r.page_no(), 1);
+    r.Mark(1);
+  }
+  CHECK(got.size() == 50);
+  CHECK(*got.begin() == 2);
+  CHECK(*got.rbegin() == 51);  // so exactly pages 2..51
+  CHECK(space.page_count() == 52);
+  for (PageNo p : got) CHECK(!VALUE_OR_FAIL(space.IsFree(p)));
+  CHECK(!VALUE_OR_FAIL(space.IsFree(0)));
+  CHECK(!VALUE_OR_FAIL(space.IsFree(1)));
+  CHECK(VALUE_OR_FAIL(space.IsFree(52)));  // beyond page_count
+
+  REQUIRE_OK(space.Free(30, 1));
+  REQUIRE_OK(space.Free(10, 1));
+  CHECK(VALUE_OR_FAIL(space.IsFree(10)));
+  CHECK(VALUE_OR_FAIL(space.IsFree(30)));
+  CHECK(!VALUE_OR_FAIL(space.IsFree(11)));
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == 10);  // lowest free first
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == 30);
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == 52);
+  CHECK(absl::IsInvalidArgument(space.Free(0, 1)));
+  CHECK(absl::IsInvalidArgument(space.Free(1, 1)));
+  CHECK(absl::IsInvalidArgument(space.Free(500, 1)));
+
+  // The PIP state survives a flush and a reopen.
+  REQUIRE_OK(space.Free(20, 1));
+  REQUIRE_OK(c.FlushAll());
+  const uint32_t count = space.page_count();
+  db.Reopen();
+  PageSpace again(&db.cache(), count);
+  CHECK(VALUE_OR_FAIL(again.IsFree(20)));
+  CHECK(!VALUE_OR_FAIL(again.IsFree(21)));
+  CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == 20);
+  CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == count);
+}
+
+TEST_CASE("page space: the PIP reaches disk before a page allocated from it", "[cache]") {
+  for (bool forced : {false, true}) {
+    TestDb db(Opts(64, forced));
+    BufferCache& c = db.cache();
+    PageSpace space(&c, 2);
+    REQUIRE_OK(c.FlushAll());
+    db.file().ClearEvents();
+    PageNo p;
+    {
+      PageRef r = VALUE_OR_FAIL(space.Allocate(4));
+      p = r.page_no();
+      FillPage(r.data(), kPs, p, 1);
+      r.Mark(4);
+    }
+    REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{4}));
+    const std::vector<unit::IoEvent> ev = db.file().events();
+    INFO("forced " << forced << ": " << unit::Describe(ev));
+    CHECK(CheckBefore(ev, 1, p, forced) == "");
+  }
+}
+
+TEST_CASE("page space: allocation goes on past the first PIP", "[cache]") {
+  TestDb db(Opts(64));
+  BufferCache& c = db.cache();
+  PageSpace space(&c, 2);
+  constexpr uint32_t kPer = page::PagesPerPip(kPs);
+  static_assert(kPer == 32512);
+  // PIP 0 covers pages [0, 32512): pages 0 and 1 are taken, so 32510 allocations fill it.
+  PageNo expect = 2;
+  for (uint32_t i = 0; i < kPer - 2; ++i, ++expect) {
+    absl::StatusOr<PageRef> r = space.Allocate(1);
+    if (!r.ok() || r->page_no() != expect) {
+      FAIL("allocation " << i << ": " << (r.ok() ? std::to_string(r->page_no())
+                                                  : std::string(r.status().ToString())));
+    }
+  }
+  // The next one creates PIP 1 at page 32512 and returns the page after it.
+  {
+    PageRef r = VALUE_OR_FAIL(space.Allocate(1));
+    CHECK(r.page_no() == kPer + 1);
+    FillPage(r.data(), kPs, r.page_no(), 9);
+    r.Mark(1);
+  }
+  CHECK(page::PipPageNo(1, kPs) == kPer);
+  CHECK(space.page_count() == kPer + 2);
+  CHECK(!VALUE_OR_FAIL(space.IsFree(kPer)));
+  CHECK(!VALUE_OR_FAIL(space.IsFree(kPer + 1)));
+  {
+    PageRef pip1 = VALUE_OR_FAIL(c.Fetch(kPer, LatchMode::kShared));
+    CHECK(page::GetType(pip1.data()) == page::PageType::kPip);
+    CHECK(!page::PipIsFree(pip1.data(), kPs, kPer));
+    CHECK(page::PipIsFree(pip1.data(), kPs, kPer + 2));
+  }
+  REQUIRE_OK(space.Free(kPer + 1, 1));
+  CHECK(VALUE_OR_FAIL(space.IsFree(kPer + 1)));
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == kPer + 1);
+  REQUIRE_OK(space.Free(100, 1));
+  CHECK(VALUE_OR_FAIL(space.IsFree(100)));
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == 100);  // back in PIP 0
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == kPer + 2);
+
+  // After a flush and a reopen both PIPs are read back from disk.
+  REQUIRE_OK(c.FlushAll());
+  const uint32_t count = space.page_count();
+  CHECK(count == kPer + 3);
+  db.Reopen();
+  PageSpace again(&db.cache(), count);
+  CHECK(!VALUE_OR_FAIL(again.IsFree(100)));
+  CHECK(!VALUE_OR_FAIL(again.IsFree(kPer + 2)));
+  REQUIRE_OK(again.Free(kPer + 1, 1));
+  CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == kPer + 1);
+  CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == kPer + 3);
+}

@@ -1,0 +1,200 @@
+// Helpers shared by the database-level tests (tests/db/*_test.cc): status assertions, a
+// temporary database file, row formatting for failure messages, and file corruption helpers.
+//
+// The REQUIRE_OK / CHECK_OK / VALUE_OR_FAIL macros use Catch2 and so belong on the test's main
+// thread only; worker threads collect their problems in an ErrorLog and the main thread checks it.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ember/ember.h"
+#include "tests/io/temp_dir.h"
+
+namespace ember::testing {
+
+inline absl::Status StatusOf(const absl::Status& s) { return s; }
+template <typename T>
+absl::Status StatusOf(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+template <typename T>
+T ValueOrFail(absl::StatusOr<T> s, const char* expr) {
+  if (!s.ok()) FAIL(expr << ": " << s.status().ToString());
+  return std::move(*s);
+}
+
+}  // namespace ember::testing
+
+#define REQUIRE_OK(expr)                                                  \
+  do {                                                                    \
+    const absl::Status _ember_s = ::ember::testing::StatusOf(expr);       \
+    if (!_ember_s.ok()) FAIL(#expr << ": " << _ember_s.ToString());       \
+  } while (0)
+
+#define CHECK_OK(expr)                                                    \
+  do {                                                                    \
+    const absl::Status _ember_s = ::ember::testing::StatusOf(expr);       \
+    if (!_ember_s.ok()) FAIL_CHECK(#expr << ": " << _ember_s.ToString()); \
+  } while (0)
+
+#define VALUE_OR_FAIL(expr) ::ember::testing::ValueOrFail((expr), #expr)
+
+namespace ember::testing {
+
+// Whether `s` has code `code` and its message contains `part`.
+inline bool IsError(const absl::Status& s, absl::StatusCode code, std::string_view part = {}) {
+  return s.code() == code && std::string(s.message()).find(part) != std::string::npos;
+}
+
+inline std::string ValueText(const Value& v) {
+  if (IsNull(v)) return "NULL";
+  if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (auto* d = std::get_if<double>(&v)) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.17g", *d);
+    return b;
+  }
+  if (auto* s = std::get_if<std::string>(&v)) {
+    if (s->size() > 40) return "'" + s->substr(0, 20) + "...'(" + std::to_string(s->size()) + ")";
+    return "'" + *s + "'";
+  }
+  return "blob:" + std::to_string(std::get<BlobId>(v).value);
+}
+
+inline std::string RowText(const Row& r) {
+  std::string out = "(";
+  for (size_t i = 0; i < r.size(); ++i) out += (i ? ", " : "") + ValueText(r[i]);
+  return out + ")";
+}
+
+// Value equality where a double compares by bits (so NaN == NaN and -0.0 != +0.0).
+inline bool SameValue(const Value& a, const Value& b) {
+  if (a.index() != b.index()) return false;
+  if (auto* d = std::get_if<double>(&a)) {
+    const double e = std::get<double>(b);
+    return std::memcmp(d, &e, sizeof e) == 0;
+  }
+  return a == b;
+}
+
+inline bool SameRow(const Row& a, const Row& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!SameValue(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+// A database file in a fresh temporary directory, removed (with the directory) at the end.
+class TempDb {
+ public:
+  TempDb() : path_(dir_.File("test.edb")) { REQUIRE(dir_.ok()); }
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return dir_.File(name); }
+
+ private:
+  TempDir dir_;
+  std::string path_;
+};
+
+inline Options CreateOptions(uint32_t page_size = 8192, uint32_t cache_pages = 256) {
+  Options o;
+  o.create_if_missing = true;
+  o.page_size = page_size;
+  o.cache_pages = cache_pages;
+  return o;
+}
+
+inline std::unique_ptr<Database> OpenOrFail(const std::string& path, const Options& o) {
+  absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path, o);
+  if (!db.ok()) FAIL("Open " << path << ": " << db.status().ToString());
+  return std::move(*db);
+}
+
+// Every row of a cursor, with its record id.
+inline absl::StatusOr<std::vector<std::pair<RecordId, Row>>> Drain(Cursor* c,
+                                                                   size_t limit = SIZE_MAX) {
+  std::vector<std::pair<RecordId, Row>> out;
+  while (c->Valid()) {
+    out.emplace_back(c->id(), c->row());
+    if (out.size() > limit) return absl::InternalError("cursor returned too many rows");
+    if (absl::Status s = c->Next(); !s.ok()) return s;
+  }
+  return out;
+}
+
+inline absl::StatusOr<std::vector<std::pair<RecordId, Row>>> ScanAll(Transaction* t,
+                                                                     const Table& table) {
+  absl::StatusOr<std::unique_ptr<Cursor>> c = t->Scan(table);
+  if (!c.ok()) return c.status();
+  return Drain(c->get());
+}
+
+inline absl::StatusOr<std::vector<std::pair<RecordId, Row>>> IndexRange(
+    Transaction* t, const Index& ix, const Row& lo, const Row& hi, bool descending = false) {
+  absl::StatusOr<std::unique_ptr<Cursor>> c = t->IndexScan(ix, lo, hi, descending);
+  if (!c.ok()) return c.status();
+  return Drain(c->get());
+}
+
+// Whole-file helpers for corruption tests.
+inline std::string ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+inline void WriteFileBytes(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+// Problems seen by worker threads (Catch2 assertions are not thread-safe).
+class ErrorLog {
+ public:
+  void Add(std::string e) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (errors_.size() < 50) errors_.push_back(std::move(e));
+    ++count_;
+  }
+  std::vector<std::string> Take() {
+    std::lock_guard<std::mutex> g(mu_);
+    return errors_;
+  }
+  size_t count() {
+    std::lock_guard<std::mutex> g(mu_);
+    return count_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> errors_;
+  size_t count_ = 0;
+};
+
+// Fails the test (on the main thread) listing what the workers logged.
+inline void RequireNoErrors(ErrorLog& log) {
+  const size_t n = log.count();
+  if (n == 0) return;
+  std::ostringstream os;
+  os << n << " error(s) in worker threads:";
+  for (const std::string& e : log.Take()) os << "\n  " << e;
+  FAIL(os.str());
+}
+
+}  // namespace ember::testing
