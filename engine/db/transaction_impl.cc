@@ -230,25 +230,33 @@ absl::Status TransactionImpl::IndexRow(TableState* t, uint64_t rec, const Row& r
   return absl::OkStatus();
 }
 
-absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& row) {
-  Statement stmt(this);
+absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const Table& table,
+                                                                         const Row& row) {
   if (absl::Status s = CheckActive(); !s.ok()) return s;
   if (absl::Status s = CheckTable(table); !s.ok()) return s;
   if (opts_.read_only) return absl::FailedPreconditionError("read-only transaction");
-  TableState* t = StateOf(table);
-  if (absl::Status s = record::ValidateRow(t->schema.columns, row); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("table ", t->schema.name, ": ", s.message()));
+  PreparedRow p;
+  p.table = StateOf(table);
+  if (absl::Status s = record::ValidateRow(p.table->schema.columns, row); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", p.table->schema.name, ": ", s.message()));
   }
+  p.row = row;
+  if (absl::Status s = MaterializeBlobs(p.table, &p.row, &p.links); !s.ok()) return s;
+  record::EncodeRow(p.row, &p.raw);
+  return p;
+}
+
+absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& row) {
+  Statement stmt(this);
   std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
-  Row stored_row = row;
-  std::vector<page::PageNo> links;
-  if (absl::Status s = MaterializeBlobs(t, &stored_row, &links); !s.ok()) return s;
-  std::string raw;
-  record::EncodeRow(stored_row, &raw);
-  absl::StatusOr<uint64_t> rec = t->relation->Insert(id_, raw, links);
+  absl::StatusOr<PreparedRow> p = PrepareWrite(table, row);
+  if (!p.ok()) return p.status();
+  TableState* t = p->table;
+  absl::StatusOr<uint64_t> rec = t->relation->Insert(id_, p->raw, p->links);
   if (!rec.ok()) return rec.status();
   wrote_ = true;
-  if (absl::Status s = IndexRow(t, *rec, stored_row); !s.ok()) {
+  if (absl::Status s = IndexRow(t, *rec, p->row); !s.ok()) {
     // Undo the statement: our own new record becomes a delete stub nobody sees.
     (void)t->relation->Write(*rec, id_, View(), true, nullptr);
     return s;
@@ -258,22 +266,13 @@ absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& 
 
 absl::Status TransactionImpl::Update(const Table& table, RecordId id, const Row& row) {
   Statement stmt(this);
-  if (absl::Status s = CheckActive(); !s.ok()) return s;
-  if (absl::Status s = CheckTable(table); !s.ok()) return s;
-  if (opts_.read_only) return absl::FailedPreconditionError("read-only transaction");
-  TableState* t = StateOf(table);
-  if (absl::Status s = record::ValidateRow(t->schema.columns, row); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("table ", t->schema.name, ": ", s.message()));
-  }
   std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
-  Row stored_row = row;
-  std::vector<page::PageNo> links;
-  if (absl::Status s = MaterializeBlobs(t, &stored_row, &links); !s.ok()) return s;
-  std::string raw;
-  record::EncodeRow(stored_row, &raw);
-  absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, &raw, links);
+  absl::StatusOr<PreparedRow> p = PrepareWrite(table, row);
+  if (!p.ok()) return p.status();
+  TableState* t = p->table;
+  absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, &p->raw, p->links);
   if (!w.ok()) return w.status();
-  if (absl::Status s = IndexRow(t, id.value, stored_row); !s.ok()) {
+  if (absl::Status s = IndexRow(t, id.value, p->row); !s.ok()) {
     // Undo the statement by putting the previous values back (as our own version).
     (void)t->relation->Write(id.value, id_, View(), true, &w->old_body);
     return s;

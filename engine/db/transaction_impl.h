@@ -54,6 +54,15 @@ class TransactionImpl : public Transaction {
   };
   absl::Status CheckActive() const;
   absl::Status CheckTable(const Table& t) const;
+  // What Insert and Update share: the checks, the row validated, its temporary BLOBs stored
+  // and its encoding. REQUIRES: catalog_mu_ held shared (the index list must not change).
+  struct PreparedRow {
+    internal::TableState* table = nullptr;
+    Row row;
+    std::vector<page::PageNo> links;
+    std::string raw;
+  };
+  absl::StatusOr<PreparedRow> PrepareWrite(const Table& table, const Row& row);
   // Writes `raw` (nullptr: delete) over record `rec`, waiting for / failing on conflicts.
   absl::StatusOr<record::WriteOutcome> WriteVersion(internal::TableState* t, uint64_t rec,
                                                     const std::string* raw,

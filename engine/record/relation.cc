@@ -394,8 +394,8 @@ absl::Status Relation::ForEachVersion(
   return absl::DataLossError("version chain loops");
 }
 
-absl::Status Relation::ReadPage(uint32_t seq, const ReadView& view,
-                                std::vector<std::pair<uint64_t, std::string>>* out) {
+absl::Status Relation::VisitPrimaryLines(
+    uint32_t seq, const std::function<absl::Status(PageNo, const uint8_t*, uint16_t)>& fn) {
   PageNo p;
   {
     std::shared_lock<std::shared_mutex> g(mu_);
@@ -413,11 +413,19 @@ absl::Status Relation::ReadPage(uint32_t seq, const ReadView& view,
       return absl::DataLossError(absl::StrCat("page ", p, " line ", line, ": corrupt record"));
     }
     if (h.flags & kRecNotPrimary) continue;
-    absl::StatusOr<VisibleVersion> v = ReadChain(p, r->data(), line, view);
-    if (!v.ok()) return v.status();
-    if (v->exists) out->emplace_back(page::MakeRecordNo(seq, line), std::move(v->body));
+    if (absl::Status s = fn(p, r->data(), line); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::Status Relation::ReadPage(uint32_t seq, const ReadView& view,
+                                std::vector<std::pair<uint64_t, std::string>>* out) {
+  return VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line) {
+    absl::StatusOr<VisibleVersion> v = ReadChain(p, data, line, view);
+    if (!v.ok()) return v.status();
+    if (v->exists) out->emplace_back(page::MakeRecordNo(seq, line), std::move(v->body));
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreBlobRecord(
@@ -446,22 +454,10 @@ absl::StatusOr<std::string> Relation::ReadBlobRecord(PageNo p, uint16_t line) {
 }
 
 absl::Status Relation::ListRecords(uint32_t seq, std::vector<uint64_t>* out) {
-  PageNo p;
-  {
-    std::shared_lock<std::shared_mutex> g(mu_);
-    if (seq >= pages_.size() || (pages_[seq].flags & page::kPpSecondary)) return absl::OkStatus();
-    p = pages_[seq].page;
-  }
-  absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
-  if (!r.ok()) return r.status();
-  const uint16_t n = page::DpLineCount(r->data());
-  for (uint16_t line = 0; line < n; ++line) {
-    std::optional<std::string_view> rec = page::DpGet(r->data(), ps_, line);
-    RecordHeader h;
-    if (!rec || !DecodeHeader(*rec, &h) || (h.flags & kRecNotPrimary)) continue;
+  return VisitPrimaryLines(seq, [&](PageNo, const uint8_t*, uint16_t line) {
     out->push_back(page::MakeRecordNo(seq, line));
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 // ---------------------------------------------------------------- writing versions

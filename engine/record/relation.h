@@ -117,6 +117,11 @@ class Relation {
   };
 
   absl::StatusOr<page::PageNo> PageOf(uint32_t seq) const;
+  // Calls `fn` for each primary record line of data page `seq` (none for a secondary page),
+  // with the page latched shared; a corrupt record header is DataLoss.
+  absl::Status VisitPrimaryLines(
+      uint32_t seq,
+      const std::function<absl::Status(page::PageNo, const uint8_t*, uint16_t)>& fn);
   // Allocates and links a new data page (primary or secondary); returns its sequence.
   absl::StatusOr<uint32_t> AddDataPage(uint64_t txn, bool secondary);
   absl::Status SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn);
