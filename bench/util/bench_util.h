@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -46,6 +47,11 @@ class Flag {
   Flag(const Flag&) = delete;
   Flag& operator=(const Flag&) = delete;
 
+  // A binary's own default for a common flag (call before Init; the command line still wins).
+  void SetDefault(int64_t v) {
+    int_ = v;
+    str_ = std::to_string(v);
+  }
   int64_t i64() const { return int_; }
   bool b() const { return int_ != 0; }
   const std::string& str() const { return str_; }

@@ -2,6 +2,7 @@
 #include "engine/db/cursors.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/db/garbage_collector.h"
 #include "engine/db/transaction_impl.h"
 #include "engine/record/record_format.h"
 
@@ -14,9 +15,33 @@ absl::Status TableCursor::Fill() {
   const size_t ncols = table_->schema.columns.size();
   std::vector<std::pair<uint64_t, std::string>> raw;
   const record::ReadView view = txn_->View();
+  DatabaseImpl* db = txn_->db();
+  const GcPolicy policy = db->options().gc_policy;
+  std::vector<uint64_t> garbage;
   while (rows_.empty() && next_seq_ < table_->relation->PageSequences()) {
     raw.clear();
-    if (absl::Status s = table_->relation->ReadPage(next_seq_++, view, &raw); !s.ok()) return s;
+    garbage.clear();
+    const uint32_t seq = next_seq_++;
+    if (absl::Status s = table_->relation->ReadPage(seq, view, &raw, &garbage, db->GcHorizon());
+        !s.ok()) {
+      return s;
+    }
+    if (!garbage.empty()) {
+      // A reader that meets garbage collects it (cooperative, combined) or hands the page to
+      // the background collector (background). What it read stays valid: collection removes
+      // only versions nobody can see.
+      if (policy == GcPolicy::kBackground && db->gc()) {
+        db->gc()->Notify({{table_->id, seq}}, 0);
+      } else if (absl::Status s = db->CollectRecords(table_, garbage, &unlinked_); !s.ok()) {
+        return s;
+      }
+    }
+    if (unlinked_.size() >= 4096 || (!unlinked_.empty() &&
+                                     next_seq_ >= table_->relation->PageSequences())) {
+      if (absl::Status s = table_->relation->FreeUnlinked(&unlinked_, kGcMarkTxn); !s.ok()) {
+        return s;
+      }
+    }
     for (auto& [rec, body] : raw) {
       Row row;
       if (absl::Status s = record::DecodeRow(body, ncols, &row); !s.ok()) {

@@ -33,6 +33,8 @@ class TableCursor : public Cursor {
   uint32_t next_seq_ = 0;
   std::vector<std::pair<uint64_t, Row>> rows_;
   size_t pos_ = 0;
+  // Lines unlinked by cooperative garbage collection, freed in batches (one flush each).
+  std::vector<record::Unlinked> unlinked_;
 };
 
 class IndexCursor : public Cursor {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/db/db_state.h"
+#include "engine/db/garbage_collector.h"
 #include "engine/db/transaction_impl.h"
 #include "engine/page/pip.h"
 #include "engine/record/record_format.h"
@@ -149,6 +150,9 @@ absl::StatusOr<std::unique_ptr<DatabaseImpl>> DatabaseImpl::OpenFile(
     return s;
   }
   d->open_.store(true);
+  if (options.gc_policy != GcPolicy::kCooperative) {
+    d->gc_ = std::make_unique<GarbageCollector>(d.get());
+  }
   return d;
 }
 
@@ -284,6 +288,8 @@ absl::Status DatabaseImpl::PersistNext(uint64_t next) {
 }
 
 absl::Status DatabaseImpl::Close() {
+  if (!open_.load()) return absl::OkStatus();
+  if (gc_) gc_->Stop();  // before open_ drops: a round in progress finishes its pages
   if (!open_.exchange(false)) return absl::OkStatus();
   absl::Status s = cache_->FlushAll();
   if (s.ok()) s = WriteHeader(/*clean=*/true);
@@ -293,6 +299,7 @@ absl::Status DatabaseImpl::Close() {
 }
 
 void DatabaseImpl::SimulateCrash() {
+  if (gc_) gc_->Stop();
   open_.store(false);
   cache_->DiscardAll();
 }
@@ -554,6 +561,10 @@ DatabaseStats DatabaseImpl::stats() {
   s.temp_bytes_in_memory = ts.bytes_in_memory;
   s.temp_bytes_on_disk = ts.bytes_on_disk;
   s.temp_spills = ts.spills;
+  s.gc_versions_removed = gc_versions_.load(std::memory_order_relaxed);
+  s.gc_records_removed = gc_records_.load(std::memory_order_relaxed);
+  s.gc_index_entries_removed = gc_keys_.load(std::memory_order_relaxed);
+  s.gc_pages_queued = gc_ ? gc_->queued() : 0;
   return s;
 }
 

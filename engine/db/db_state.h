@@ -1,10 +1,12 @@
 // The engine's implementation of the public API: the database object, its catalog of tables
 // and indexes, and the per-table / per-index state behind the public Table and Index handles.
 #pragma once
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,11 @@ uint64_t EntryRecord(std::string_view entry);
 
 namespace db {
 
+class GarbageCollector;
+
+// Mark id for pages changed by garbage collection (no transaction owns them).
+constexpr uint64_t kGcMarkTxn = 62;
+
 class DatabaseImpl : public Database {
  public:
   // Opens over an already opened file (tests pass a fault-injecting one).
@@ -73,6 +80,8 @@ class DatabaseImpl : public Database {
   std::vector<std::string> TableNames() override;
   absl::StatusOr<ValidationReport> Validate(const ValidateOptions& options) override;
   DatabaseStats stats() override;
+  absl::StatusOr<TableStats> GetTableStats(const Table& table) override;
+  absl::Status CollectGarbage() override;
   const Options& options() const override { return options_; }
 
   // For crash tests: drops the cache and everything in memory without writing anything, as if
@@ -86,6 +95,28 @@ class DatabaseImpl : public Database {
   io::TempSpace* temp_space() { return temp_.get(); }
   // The relation with this id (catalog included), or nullptr.
   record::Relation* RelationById(uint32_t id);
+  internal::TableState* TableById(uint32_t id);
+  internal::TableState* TableByIdLocked(uint32_t id);  // REQUIRES: catalog_mu_ held
+
+  // The lock of a record (striped): held by a writer from its version write until its index
+  // entries are in, and by garbage collection of the record, so a collector never removes an
+  // entry that a concurrent writer found present and relied on.
+  std::mutex& RecordMutex(uint32_t table, uint64_t rec) {
+    return record_mu_[(rec * 0x9E3779B97F4A7C15ull + table) >> 55];
+  }
+  // Removes the index entries of `rec` whose keys some row of `going` has and no row of
+  // `staying` has (`staying` null: the record's current versions, read now).
+  absl::Status DropKeys(internal::TableState* t, uint64_t rec,
+                        const std::vector<std::string>& going,
+                        const std::vector<std::string>* staying, uint64_t mark_txn);
+  // Garbage collection of records of one table (under their record locks); lines to free on
+  // other pages are appended to `unlinked` (free them with Relation::FreeUnlinked). Sets
+  // `*pending` if some garbage could not be collected yet (an active snapshot still sees it).
+  absl::Status CollectRecords(internal::TableState* t, std::span<const uint64_t> recs,
+                              std::vector<record::Unlinked>* unlinked, bool* pending = nullptr);
+  // The horizon for garbage collection now.
+  uint64_t GcHorizon() const { return txns_->OldestSnapshotCn(); }
+  GarbageCollector* gc() { return gc_.get(); }
 
  private:
   friend class TransactionImpl;
@@ -120,6 +151,10 @@ class DatabaseImpl : public Database {
   absl::flat_hash_map<std::string, internal::IndexState*> index_by_name_;
   uint32_t next_relation_id_ = 1;  // guarded by catalog_mu_
   std::mutex ddl_mu_;              // one DDL at a time
+
+  std::array<std::mutex, 512> record_mu_;
+  std::unique_ptr<GarbageCollector> gc_;  // background collector (policy background/combined)
+  std::atomic<uint64_t> gc_versions_{0}, gc_records_{0}, gc_keys_{0};
 
   std::atomic<bool> open_{false};
   std::atomic<int> active_txns_{0};

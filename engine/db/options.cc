@@ -73,9 +73,13 @@ absl::StatusOr<Options> Options::FromConfigText(std::string_view text_in,
     else if (name == "lockhashslots") s = size(&o.lock_hash_slots, 101, 65521);
     else if (name == "lockmemsize") s = size(&o.lock_mem_size, 256 << 10, 1ull << 31);
     else if (name == "sweepinterval") s = size(&o.sweep_interval, 0, ~0ull);
+    else if (name == "undomemorylimit") s = size(&o.undo_memory_limit, 0, ~0ull);
     else if (name == "forcedwrites") {
       if (!ParseBool(value, &b)) s = bad("expected a boolean");
       o.forced_writes = b;
+    } else if (name == "nosavepoint") {
+      if (!ParseBool(value, &b)) s = bad("expected a boolean");
+      o.no_savepoint = b;
     } else if (name == "tempdirectories") {
       o.temp_directories.clear();
       for (absl::string_view d : absl::StrSplit(value, ';', absl::SkipWhitespace())) {

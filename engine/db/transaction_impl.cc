@@ -1,8 +1,12 @@
 // TransactionImpl (see transaction_impl.h) and the index key helpers of db_state.h.
 #include "engine/db/transaction_impl.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "engine/db/cursors.h"
+#include "engine/page/data_page.h"
 #include "engine/record/record_format.h"
 #include "engine/util/key_encoding.h"
 
@@ -79,6 +83,15 @@ using internal::TableState;
 
 namespace {
 TableState* StateOf(const Table& t) { return TableState::From(t); }
+
+// Whether two values encode to the same index key: doubles by their bits (-0.0 and 0.0 compare
+// equal but may encode differently; NaN never compares equal).
+bool SameKeyValue(const Value& a, const Value& b) {
+  const double* x = std::get_if<double>(&a);
+  const double* y = std::get_if<double>(&b);
+  if (x && y) return std::memcmp(x, y, sizeof(double)) == 0;
+  return a == b;
+}
 IndexState* StateOf(const Index& ix) { return IndexState::From(ix); }
 
 Counters ToCounters(const util::PageCounters& c) { return {c.fetches, c.marks, c.reads, c.writes}; }
@@ -87,7 +100,12 @@ Counters ToCounters(const util::PageCounters& c) { return {c.fetches, c.marks, c
 
 TransactionImpl::TransactionImpl(DatabaseImpl* db, const TransactionOptions& options, uint64_t id,
                                  uint64_t snapshot)
-    : db_(db), opts_(options), id_(id), snapshot_(snapshot) {}
+    : db_(db), opts_(options), id_(id), snapshot_(snapshot) {
+  if (!opts_.no_savepoint && !db_->options().no_savepoint) {
+    undo_ = std::make_unique<txn::UndoLog>(db_->temp_space(), db_->options().undo_memory_limit);
+    undo_->Push(std::string());  // the transaction-level savepoint
+  }
+}
 
 TransactionImpl::~TransactionImpl() {
   if (state_ == State::kActive || state_ == State::kFailed) (void)Rollback();
@@ -97,6 +115,10 @@ absl::Status TransactionImpl::CheckActive() const {
   // Close() ends every transaction still active: nothing may run (or commit) afterwards.
   if (!db_->open_.load()) return absl::FailedPreconditionError("database is closed");
   if (state_ == State::kActive) return absl::OkStatus();
+  if (!doomed_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "transaction ", id_, " is doomed and can only be rolled back: ", doomed_));
+  }
   return absl::FailedPreconditionError(absl::StrCat(
       "transaction ", id_, state_ == State::kCommitted ? " is committed" : " is not active"));
 }
@@ -129,15 +151,25 @@ absl::Status TransactionImpl::WaitOrConflict(uint64_t other, const char* what, b
   return absl::OkStatus();
 }
 
+void TransactionImpl::NotePage(TableState* t, uint64_t rec) {
+  const std::pair<uint32_t, uint32_t> p{t->id, page::RecordDpSequence(rec)};
+  if (p == last_page_) return;
+  last_page_ = p;
+  pages_.insert(p);
+}
+
 absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
-    TableState* t, uint64_t rec, const std::string* raw, std::span<const page::PageNo> links) {
+    TableState* t, uint64_t rec, const std::string* raw, std::span<const page::PageNo> links,
+    std::unique_lock<std::mutex>* lock) {
   const bool rc = opts_.isolation == Isolation::kReadCommitted;
   for (;;) {
+    *lock = std::unique_lock<std::mutex>(db_->RecordMutex(t->id, rec));
     absl::StatusOr<record::WriteOutcome> w = t->relation->Write(rec, id_, View(), rc, raw, links);
     if (!w.ok()) return w.status();
     switch (w->code) {
       case record::WriteOutcome::kDone:
         wrote_ = true;
+        NotePage(t, rec);
         return w;
       case record::WriteOutcome::kNotFound:
         return absl::NotFoundError(absl::StrCat("table ", t->schema.name, " record ", rec,
@@ -147,6 +179,7 @@ absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
                                                " record ", rec, " was changed by transaction ",
                                                w->other_txn, " after this one started"));
       case record::WriteOutcome::kWaitFor: {
+        lock->unlock();  // never wait for another transaction holding a record lock
         bool retry;
         const std::string what = absl::StrCat("table ", t->schema.name, " record ", rec);
         if (absl::Status s = WaitOrConflict(w->other_txn, what.c_str(), &retry); !s.ok()) return s;
@@ -217,17 +250,64 @@ absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, 
   }
 }
 
-absl::Status TransactionImpl::IndexRow(TableState* t, uint64_t rec, const Row& row) {
+absl::StatusOr<std::vector<IndexState*>> TransactionImpl::AddKeys(TableState* t, uint64_t rec,
+                                                                  const Row& row,
+                                                                  const std::string* old_raw,
+                                                                  bool* changed) {
+  *changed = false;
+  std::vector<IndexState*> check;
+  if (t->indexes.empty()) return check;
+  Row old_row;
+  const bool have_old = old_raw && !old_raw->empty() &&
+                        record::DecodeRow(*old_raw, t->schema.columns.size(), &old_row).ok();
   std::string key;
   for (IndexState* ix : t->indexes) {
+    // An update that keeps the key adds no entry: the replaced version's entry serves both.
+    // (Equal values encode equally; comparing them skips the encoding on the common path.)
+    if (have_old && std::all_of(ix->key_columns.begin(), ix->key_columns.end(),
+                                [&](size_t c) { return SameKeyValue(row[c], old_row[c]); })) {
+      continue;
+    }
     const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
+    *changed = true;
     absl::Status s = ix->tree->Insert(internal::IndexEntry(key, rec), rec, id_);
     if (!s.ok() && !absl::IsAlreadyExists(s)) return s;
-    if (ix->schema.unique && !has_null) {
-      if (absl::Status u = CheckUnique(ix, key, rec); !u.ok()) return u;
-    }
+    if (ix->schema.unique && !has_null) check.push_back(ix);
+  }
+  return check;
+}
+
+absl::Status TransactionImpl::CheckUniques(const std::vector<IndexState*>& ixs, uint64_t rec,
+                                           const Row& row) {
+  std::string key;
+  for (IndexState* ix : ixs) {
+    internal::EncodeIndexKey(*ix, row, &key);
+    if (absl::Status u = CheckUnique(ix, key, rec); !u.ok()) return u;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> TransactionImpl::NoteChange(TableState* t, uint64_t rec,
+                                                 const record::WriteOutcome* w) {
+  ++changes_;
+  if (!undo_) return false;
+  const txn::RecKey k{t->id, rec};
+  if (undo_->TopHas(k)) return false;
+  if (w && w->old_was_own) return undo_->Record(k, txn::UndoKind::kRestoreOwn, w->old_body);
+  return undo_->Record(k, txn::UndoKind::kRemoveHead);
+}
+
+absl::Status TransactionImpl::UndoCall(TableState* t, uint64_t rec, const record::WriteOutcome* w,
+                                       bool noted) {
+  if (noted) undo_->Forget(txn::RecKey{t->id, rec});
+  --changes_;
+  std::vector<record::Unlinked> unlinked;
+  std::lock_guard<std::mutex> g(db_->RecordMutex(t->id, rec));
+  absl::Status s = w && w->old_was_own
+                       ? ApplyUndo(t, rec, txn::UndoKind::kRestoreOwn, w->old_body, &unlinked)
+                       : ApplyUndo(t, rec, txn::UndoKind::kRemoveHead, std::string(), &unlinked);
+  if (s.ok()) s = t->relation->FreeUnlinked(&unlinked, id_);
+  return s;
 }
 
 absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const Table& table,
@@ -253,12 +333,25 @@ absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& 
   absl::StatusOr<PreparedRow> p = PrepareWrite(table, row);
   if (!p.ok()) return p.status();
   TableState* t = p->table;
+  // A new record needs no record lock: its head is ours, so nobody else touches it.
   absl::StatusOr<uint64_t> rec = t->relation->Insert(id_, p->raw, p->links);
   if (!rec.ok()) return rec.status();
   wrote_ = true;
-  if (absl::Status s = IndexRow(t, *rec, p->row); !s.ok()) {
-    // Undo the statement: our own new record becomes a delete stub nobody sees.
-    (void)t->relation->Write(*rec, id_, View(), true, nullptr);
+  NotePage(t, *rec);
+  absl::StatusOr<bool> noted = NoteChange(t, *rec, nullptr);
+  absl::Status s = noted.status();
+  std::vector<IndexState*> uniques;
+  if (s.ok()) {
+    bool changed;
+    absl::StatusOr<std::vector<IndexState*>> u = AddKeys(t, *rec, p->row, nullptr, &changed);
+    if (u.ok()) uniques = std::move(*u);
+    s = u.status();
+  }
+  if (s.ok()) s = CheckUniques(uniques, *rec, p->row);
+  if (!s.ok()) {
+    if (absl::Status u = UndoCall(t, *rec, nullptr, noted.value_or(false)); !u.ok()) {
+      return Doom(u);
+    }
     return s;
   }
   return RecordId{*rec};
@@ -270,11 +363,30 @@ absl::Status TransactionImpl::Update(const Table& table, RecordId id, const Row&
   absl::StatusOr<PreparedRow> p = PrepareWrite(table, row);
   if (!p.ok()) return p.status();
   TableState* t = p->table;
-  absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, &p->raw, p->links);
+  std::unique_lock<std::mutex> lock;
+  absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, &p->raw, p->links, &lock);
   if (!w.ok()) return w.status();
-  if (absl::Status s = IndexRow(t, id.value, p->row); !s.ok()) {
-    // Undo the statement by putting the previous values back (as our own version).
-    (void)t->relation->Write(id.value, id_, View(), true, &w->old_body);
+  absl::StatusOr<bool> noted = NoteChange(t, id.value, &*w);
+  absl::Status s = noted.status();
+  std::vector<IndexState*> uniques;
+  bool key_changed = false;
+  if (s.ok()) {
+    absl::StatusOr<std::vector<IndexState*>> u =
+        AddKeys(t, id.value, p->row, &w->old_body, &key_changed);
+    if (u.ok()) uniques = std::move(*u);
+    s = u.status();
+  }
+  if (s.ok() && w->old_was_own && key_changed) {
+    // Our own earlier version was overwritten: keys only it had lose their entries now, so the
+    // index does not collect entries of versions that no longer exist.
+    s = db_->DropKeys(t, id.value, {w->old_body}, nullptr, id_);
+  }
+  lock.unlock();
+  if (s.ok()) s = CheckUniques(uniques, id.value, p->row);
+  if (!s.ok()) {
+    if (absl::Status u = UndoCall(t, id.value, &*w, noted.value_or(false)); !u.ok()) {
+      return Doom(u);
+    }
     return s;
   }
   return absl::OkStatus();
@@ -287,8 +399,22 @@ absl::Status TransactionImpl::Delete(const Table& table, RecordId id) {
   if (opts_.read_only) return absl::FailedPreconditionError("read-only transaction");
   TableState* t = StateOf(table);
   std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
-  return WriteVersion(t, id.value, nullptr).status();
+  std::unique_lock<std::mutex> lock;
+  absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, nullptr, {}, &lock);
+  if (!w.ok()) return w.status();
+  absl::StatusOr<bool> noted = NoteChange(t, id.value, &*w);
+  absl::Status s = noted.status();
+  if (s.ok() && w->old_was_own) s = db_->DropKeys(t, id.value, {w->old_body}, nullptr, id_);
+  lock.unlock();
+  if (!s.ok()) {
+    if (absl::Status u = UndoCall(t, id.value, &*w, noted.value_or(false)); !u.ok()) {
+      return Doom(u);
+    }
+    return s;
+  }
+  return absl::OkStatus();
 }
+
 
 // ---------------------------------------------------------------- reads
 
@@ -347,28 +473,6 @@ absl::StatusOr<std::unique_ptr<Cursor>> TransactionImpl::IndexScan(const Index& 
                                          descending);
   if (absl::Status s = c->Start(); !s.ok()) return s;
   return std::unique_ptr<Cursor>(std::move(c));
-}
-
-// ---------------------------------------------------------------- end
-
-absl::Status TransactionImpl::Commit() {
-  Statement stmt(this);
-  if (absl::Status s = CheckActive(); !s.ok()) return s;
-  if (absl::Status b = EndBlobs(); !b.ok()) return b;
-  absl::Status s = wrote_ ? db_->txns_->Commit(id_) : db_->txns_->CommitNoWrites(id_);
-  state_ = s.ok() ? State::kCommitted : State::kFailed;
-  return s;
-}
-
-absl::Status TransactionImpl::Rollback() {
-  Statement stmt(this);
-  if (state_ != State::kActive && state_ != State::kFailed) {
-    return absl::FailedPreconditionError(absl::StrCat("transaction ", id_, " is not active"));
-  }
-  state_ = State::kRolledBack;
-  if (!db_->open_.load()) return absl::OkStatus();  // dead after the next open anyway
-  (void)EndBlobs();
-  return db_->txns_->MarkDead(id_);
 }
 
 }  // namespace db

@@ -4,9 +4,12 @@
 #include <memory>
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
+
 #include "ember/transaction.h"
 #include "engine/blob/txn_blobs.h"
 #include "engine/db/db_state.h"
+#include "engine/txn/undo_log.h"
 #include "engine/util/counters.h"
 
 namespace ember::db {
@@ -33,6 +36,11 @@ class TransactionImpl : public Transaction {
   absl::StatusOr<BlobId> Concat(BlobId a, std::string_view bytes) override;
   absl::Status Append(BlobId* blob, std::string_view bytes) override;
   absl::Status ReleaseBlob(BlobId temp) override;
+  absl::Status RunStatement(const std::function<absl::Status()>& body) override;
+  absl::Status Savepoint(std::string_view name) override;
+  absl::Status ReleaseSavepoint(std::string_view name) override;
+  absl::Status RollbackToSavepoint(std::string_view name) override;
+  UndoLogStats undo_stats() const override;
   absl::Status Commit() override;
   absl::Status Rollback() override;
   Counters counters() const override;
@@ -45,11 +53,15 @@ class TransactionImpl : public Transaction {
 
  private:
   // Statement scope: resets the statement counters and routes page counts to this transaction.
+  // Nested scopes (the calls inside RunStatement) keep counting into the outer statement.
   class Statement {
    public:
-    explicit Statement(TransactionImpl* t) : sinks_((t->stmt_ = {}, t->Sinks())) {}
+    explicit Statement(TransactionImpl* t)
+        : t_(t), sinks_((t->stmt_depth_++ == 0 ? (void)(t->stmt_ = {}) : (void)0, t->Sinks())) {}
+    ~Statement() { --t_->stmt_depth_; }
 
    private:
+    TransactionImpl* t_;
     util::ScopedCounterSinks sinks_;
   };
   absl::Status CheckActive() const;
@@ -63,12 +75,41 @@ class TransactionImpl : public Transaction {
     std::string raw;
   };
   absl::StatusOr<PreparedRow> PrepareWrite(const Table& table, const Row& row);
-  // Writes `raw` (nullptr: delete) over record `rec`, waiting for / failing on conflicts.
+  // Writes `raw` (nullptr: delete) over record `rec`, waiting for / failing on conflicts. On
+  // success `*lock` holds the record's lock (garbage collection must not run between the write
+  // and the index entries for it).
   absl::StatusOr<record::WriteOutcome> WriteVersion(internal::TableState* t, uint64_t rec,
                                                     const std::string* raw,
-                                                    std::span<const page::PageNo> links = {});
-  // Adds index entries for `row` of record `rec`; checks unique indexes (other records only).
-  absl::Status IndexRow(internal::TableState* t, uint64_t rec, const Row& row);
+                                                    std::span<const page::PageNo> links,
+                                                    std::unique_lock<std::mutex>* lock);
+  // Adds index entries for `row` of record `rec`, skipping indexes whose key equals the one in
+  // `old_raw` (the version replaced, whose entry exists). Returns the unique indexes to check;
+  // `*changed` tells whether some key differs from old_raw's.
+  absl::StatusOr<std::vector<internal::IndexState*>> AddKeys(internal::TableState* t,
+                                                             uint64_t rec, const Row& row,
+                                                             const std::string* old_raw,
+                                                             bool* changed);
+  // Checks the unique indexes for `row`'s keys (may wait for other transactions).
+  absl::Status CheckUniques(const std::vector<internal::IndexState*>& ixs, uint64_t rec,
+                            const Row& row);
+  // Records in the undo log what undoes the change just made to `rec` (an insert when `w` is
+  // null). Returns whether an entry was added (so a failing call can forget it).
+  absl::StatusOr<bool> NoteChange(internal::TableState* t, uint64_t rec,
+                                  const record::WriteOutcome* w);
+  // Undoes the change a failed call made to `rec` right away (it needs no log).
+  absl::Status UndoCall(internal::TableState* t, uint64_t rec, const record::WriteOutcome* w,
+                        bool noted);
+  // Applies one undo action to a record and drops the index entries it leaves unused.
+  absl::Status ApplyUndo(internal::TableState* t, uint64_t rec, txn::UndoKind kind,
+                         const std::string& before, std::vector<record::Unlinked>* unlinked);
+  // Rolls back the top savepoint of the undo log (popping it).
+  absl::Status RollbackTop();
+  // Marks the transaction doomed after a failure it cannot undo.
+  absl::Status Doom(const absl::Status& cause);
+  void NotePage(internal::TableState* t, uint64_t rec);
+  // Gives the pages this transaction changed to the background collector (if there is one),
+  // collectable once the horizon reaches `cn`.
+  void HandPagesToCollector(uint64_t cn);
   absl::Status CheckUnique(internal::IndexState* ix, std::string_view key, uint64_t self_rec);
   absl::Status WaitOrConflict(uint64_t other, const char* what, bool* retry);
   blob::TxnBlobs* Blobs();
@@ -84,6 +125,14 @@ class TransactionImpl : public Transaction {
   uint64_t snapshot_;
   enum class State { kActive, kCommitted, kRolledBack, kFailed } state_ = State::kActive;
   bool wrote_ = false;
+  int stmt_depth_ = 0;
+  uint64_t changes_ = 0;              // successful record changes (to tell if a statement did any)
+  std::unique_ptr<txn::UndoLog> undo_;  // null with no_savepoint
+  std::string doomed_;                // why the transaction can only be rolled back
+  // Data pages this transaction changed (table, page sequence): handed to the background
+  // garbage collector at commit (and at a rollback that leaves dead versions).
+  absl::flat_hash_set<std::pair<uint32_t, uint32_t>> pages_;
+  std::pair<uint32_t, uint32_t> last_page_{~0u, ~0u};
   util::PageCounters counters_;
   util::PageCounters stmt_;
   std::unique_ptr<blob::TxnBlobs> blobs_;

@@ -290,6 +290,14 @@ absl::StatusOr<std::string> Relation::ReadLine(PageNo p, uint16_t line) {
   return std::string(*rec);
 }
 
+absl::StatusOr<std::string> Relation::LineAt(const PageRef& P, PageNo pno, PageNo p,
+                                             uint16_t line) {
+  if (p != pno) return ReadLine(p, line);
+  std::optional<std::string_view> b = page::DpGet(P.data(), ps_, line);
+  if (!b) return absl::DataLossError(absl::StrCat("page ", pno, ": broken back pointer"));
+  return std::string(*b);
+}
+
 absl::StatusOr<std::string> Relation::StoredBody(const RecordHeader& h, std::string_view rec) {
   std::string out(rec.substr(h.size()));
   RecordHeader cur = h;
@@ -419,8 +427,20 @@ absl::Status Relation::VisitPrimaryLines(
 }
 
 absl::Status Relation::ReadPage(uint32_t seq, const ReadView& view,
-                                std::vector<std::pair<uint64_t, std::string>>* out) {
+                                std::vector<std::pair<uint64_t, std::string>>* out,
+                                std::vector<uint64_t>* garbage, uint64_t horizon_cn) {
   return VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line) {
+    if (garbage) {
+      RecordHeader h;
+      if (DecodeHeader(*page::DpGet(data, ps_, line), &h)) {
+        const uint64_t cn = tm_->StateOf(h.txn);
+        if (cn == txn::kCnDead ||
+            (txn::IsCommittedCn(cn) && cn <= horizon_cn &&
+             (h.back_page != page::kNoPage || (h.flags & kRecDeleted)))) {
+          garbage->push_back(page::MakeRecordNo(seq, line));
+        }
+      }
+    }
     absl::StatusOr<VisibleVersion> v = ReadChain(p, data, line, view);
     if (!v.ok()) return v.status();
     if (v->exists) out->emplace_back(page::MakeRecordNo(seq, line), std::move(v->body));
@@ -547,7 +567,7 @@ absl::Status Relation::FreeFragments(const RecordHeader& h, PageNo unlinked_from
 
 absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const ReadView& view,
                                              bool read_committed, const std::string* raw,
-                                             std::span<const PageNo> links) {
+                                             std::span<const PageNo> links, bool undo) {
   const uint32_t seq = page::RecordDpSequence(rec);
   const uint16_t line = page::RecordLine(rec);
   absl::StatusOr<PageNo> pno = PageOf(seq);
@@ -569,7 +589,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   const bool own = h.txn == txn;
   std::string dead_back;  // over a dead version: the version below it
   if (own) {
-    if (h.flags & kRecDeleted) return WriteOutcome{WriteOutcome::kNotFound};
+    if ((h.flags & kRecDeleted) && !undo) return WriteOutcome{WriteOutcome::kNotFound};
     overwrite = true;
   } else {
     const uint64_t cn = tm_->StateOf(h.txn);
@@ -579,16 +599,9 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
     if (cn == txn::kCnDead) {
       // A rolled-back version: overwrite it; the version under it decides conflicts.
       if (h.back_page == page::kNoPage) return WriteOutcome{WriteOutcome::kNotFound};
-      std::string back;
-      if (h.back_page == *pno) {
-        std::optional<std::string_view> b = page::DpGet(P.data(), ps_, h.back_line);
-        if (!b) return absl::DataLossError(absl::StrCat("page ", *pno, ": broken back pointer"));
-        back.assign(*b);
-      } else {
-        absl::StatusOr<std::string> b = ReadLine(h.back_page, h.back_line);
-        if (!b.ok()) return b.status();
-        back = std::move(*b);
-      }
+      absl::StatusOr<std::string> b = LineAt(P, *pno, h.back_page, h.back_line);
+      if (!b.ok()) return b.status();
+      std::string back = std::move(*b);
       RecordHeader bh;
       if (!DecodeHeader(back, &bh)) return absl::DataLossError("corrupt back version");
       const uint64_t bcn = tm_->StateOf(bh.txn);

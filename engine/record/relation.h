@@ -48,6 +48,38 @@ struct VisibleVersion {
   std::string body;     // raw row encoding
 };
 
+// A line that a version chain stopped pointing at: it may be freed only once the page that
+// pointed at it (`from`) is on disk without the pointer (careful write), so it is collected
+// and freed in a batch by FreeUnlinked.
+struct Unlinked {
+  page::PageNo from = page::kNoPage;
+  page::PageNo page = page::kNoPage;
+  uint16_t line = 0;
+  bool fragments_only = false;  // free just the fragment chain starting at (page, line)
+};
+
+// What garbage collection removed from one record (raw rows, for the index keys to drop).
+struct Collected {
+  bool changed = false;
+  bool record_gone = false;            // the record itself was removed (a stub visible to all)
+  bool pending = false;                // versions remain that may become garbage later
+  uint64_t versions = 0;               // versions removed
+  uint64_t bytes = 0;                  // their stored bytes
+  std::vector<std::string> going;      // raw rows of removed versions (stubs omitted)
+  std::vector<std::string> staying;    // raw rows of the versions kept (stubs omitted)
+};
+
+// Per-table version statistics (Validate-style walk).
+struct VersionStats {
+  uint64_t records = 0;              // primary records
+  uint64_t back_versions = 0;        // versions below a head
+  uint64_t back_version_bytes = 0;   // their stored bytes
+  uint64_t delete_stubs = 0;         // heads that are delete stubs
+  uint64_t dead_heads = 0;           // heads written by rolled-back transactions
+  uint64_t data_pages = 0;
+  uint64_t garbage_pages = 0;        // pages flagged as holding garbage
+};
+
 // Outcome of an update or delete attempt.
 struct WriteOutcome {
   enum Code { kDone, kWaitFor, kConflict, kNotFound } code = kDone;
@@ -79,9 +111,28 @@ class Relation {
   // Replaces the newest version by `txn`'s (`raw` = nullptr: a delete stub). `view` decides
   // conflicts: a newest version committed after the snapshot (unless read committed) is a
   // conflict; one of another active transaction means wait.
+  // `undo`: the caller restores its own earlier version over its own head, even a stub.
   absl::StatusOr<WriteOutcome> Write(uint64_t rec, uint64_t txn, const ReadView& view,
                                      bool read_committed, const std::string* raw,
-                                     std::span<const page::PageNo> links = {});
+                                     std::span<const page::PageNo> links = {}, bool undo = false);
+
+  // Removes the head version of `rec`, which must have been written by `head_txn` (our own
+  // version being undone, or a dead transaction's being backed out): the version below becomes
+  // the head again, or the record goes when there is none. Lines on other pages that this
+  // unlinks are appended to `unlinked`. Pages are marked for `mark_txn`. Returns the raw row of
+  // the removed version (empty for a stub) in `*removed_raw` if given.
+  absl::Status Backout(uint64_t rec, uint64_t head_txn, uint64_t mark_txn,
+                       std::vector<Unlinked>* unlinked, std::string* removed_raw = nullptr);
+  // Garbage collection of one record against `horizon_cn` (every active snapshot sees versions
+  // committed at or before it): a dead head is backed out; versions below the newest one
+  // committed at or before the horizon go; a delete stub so committed takes the whole record.
+  // A record whose head belongs to an active transaction is left alone.
+  absl::StatusOr<Collected> Collect(uint64_t rec, uint64_t horizon_cn, uint64_t mark_txn,
+                                    std::vector<Unlinked>* unlinked);
+  // Writes the pages the lines were unlinked from, then frees the lines (and their fragments).
+  absl::Status FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn);
+  // Walks every data page counting versions (for Database::TableStats).
+  absl::Status GetVersionStats(VersionStats* out);
 
   // BLOB header records (engine/blob) live on secondary pages: `body` is stored after the
   // pages in `links` (the BLOB's data or list pages) in careful-write order.
@@ -96,8 +147,11 @@ class Relation {
   // Number of data page sequences (primary and secondary).
   uint32_t PageSequences() const;
   // The visible records of data page sequence `seq` (none for a secondary page).
+  // With `garbage` given, also lists records on the page whose chains hold versions older than
+  // one committed at or before `horizon_cn`, or whose head is dead (cheap check of the head only).
   absl::Status ReadPage(uint32_t seq, const ReadView& view,
-                        std::vector<std::pair<uint64_t, std::string>>* out);
+                        std::vector<std::pair<uint64_t, std::string>>* out,
+                        std::vector<uint64_t>* garbage = nullptr, uint64_t horizon_cn = 0);
 
   // Every primary record number on data page sequence `seq`, visible or not.
   absl::Status ListRecords(uint32_t seq, std::vector<uint64_t>* out);
@@ -125,6 +179,12 @@ class Relation {
   // Allocates and links a new data page (primary or secondary); returns its sequence.
   absl::StatusOr<uint32_t> AddDataPage(uint64_t txn, bool secondary);
   absl::Status SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn);
+  // Frees one unlinked line or fragment chain (its `from` page is on disk already).
+  absl::Status FreeLine(const Unlinked& u, uint64_t mark_txn);
+  // Backout with the primary page latched (Collect and Backout share it).
+  absl::Status BackoutLatched(cache::PageRef& P, page::PageNo pno, uint16_t line,
+                              uint64_t mark_txn, std::vector<Unlinked>* unlinked,
+                              std::string* removed_raw);
   // Stores `rec_bytes` on a secondary page (or on `same_page` if given and it fits).
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreSecondary(
       uint64_t txn, std::string_view rec_bytes, cache::PageRef* primary,
@@ -144,6 +204,10 @@ class Relation {
   // Deletes the fragments of a version that `unlinked_from` (a primary page, changed, marked and
   // no longer latched by the caller) stopped pointing at; that page must reach disk first.
   absl::Status FreeFragments(const RecordHeader& h, page::PageNo unlinked_from);
+  // A copy of line `line` of page `p`: from the latched page `P` (number `pno`) when p == pno,
+  // else through ReadLine (a back version on a secondary page).
+  absl::StatusOr<std::string> LineAt(const cache::PageRef& P, page::PageNo pno, page::PageNo p,
+                                     uint16_t line);
   // Reads a record line from another page (secondary), copying it.
   absl::StatusOr<std::string> ReadLine(page::PageNo p, uint16_t line);
   absl::StatusOr<VisibleVersion> ReadChain(page::PageNo primary_no, const uint8_t* page,

@@ -163,7 +163,7 @@ absl::Status TxnManager::Load(PageNo first_tip, uint64_t oit, uint64_t next) {
 // ---------------------------------------------------------------- begin / end
 
 absl::StatusOr<TxnManager::Started> TxnManager::Begin() {
-  uint64_t id;
+  uint64_t id, snapshot;
   {
     std::lock_guard<std::mutex> g(id_mu_);
     id = next_.load(std::memory_order_relaxed);
@@ -175,7 +175,9 @@ absl::StatusOr<TxnManager::Started> TxnManager::Begin() {
     std::lock_guard<std::mutex> a(active_mu_);
     uint64_t oldest = id;
     for (const auto& [t, o] : active_) oldest = std::min(oldest, t);
-    active_.emplace(id, oldest);
+    // The snapshot is taken under active_mu_, so OldestSnapshotCn never misses it.
+    snapshot = CurrentCn();
+    active_.emplace(id, ActiveInfo{oldest, snapshot});
     next_.store(id + 1, std::memory_order_release);
   }
   {
@@ -184,7 +186,7 @@ absl::StatusOr<TxnManager::Started> TxnManager::Begin() {
       if (absl::Status s = EnsureTip(id); !s.ok()) return s;
     }
   }
-  return Started{id, CurrentCn()};
+  return Started{id, snapshot};
 }
 
 void TxnManager::Finished(uint64_t txn) {
@@ -203,7 +205,7 @@ absl::Status TxnManager::MarkDead(uint64_t txn) {
   return s;
 }
 
-absl::Status TxnManager::Commit(uint64_t txn) {
+absl::Status TxnManager::Commit(uint64_t txn, bool counted) {
   CommitRequest req{txn};
   std::unique_lock<std::mutex> lk(commit_mu_);
   commit_queue_.push_back(&req);
@@ -230,6 +232,7 @@ absl::Status TxnManager::Commit(uint64_t txn) {
   }
   lk.unlock();
   if (!req.status.ok()) return req.status;
+  if (!counted) commits_.fetch_sub(1, std::memory_order_relaxed);
   Finished(txn);
   return absl::OkStatus();
 }
@@ -243,10 +246,10 @@ void TxnManager::Publish(uint64_t txn) {
   last_cn_.store(cn, std::memory_order_release);
 }
 
-absl::Status TxnManager::CommitNoWrites(uint64_t txn) {
+absl::Status TxnManager::CommitNoWrites(uint64_t txn, bool counted) {
   if (absl::Status s = SetTipState(txn, TxnState::kCommitted, nullptr); !s.ok()) return s;
   Publish(txn);
-  commits_.fetch_add(1, std::memory_order_relaxed);
+  if (counted) commits_.fetch_add(1, std::memory_order_relaxed);
   Finished(txn);
   return absl::OkStatus();
 }
@@ -297,6 +300,13 @@ absl::StatusOr<uint64_t> TxnManager::WaitFor(uint64_t self, uint64_t other, int6
   return StateOf(other);
 }
 
+uint64_t TxnManager::OldestSnapshotCn() const {
+  std::lock_guard<std::mutex> a(active_mu_);
+  uint64_t h = CurrentCn();
+  for (const auto& [t, info] : active_) h = std::min(h, info.snapshot);
+  return h;
+}
+
 TxnCounters TxnManager::counters() const {
   TxnCounters c;
   c.next = next_.load();
@@ -305,9 +315,9 @@ TxnCounters TxnManager::counters() const {
   std::lock_guard<std::mutex> a(active_mu_);
   c.oat = c.next;
   c.ost = c.next;
-  for (const auto& [t, oldest] : active_) {
+  for (const auto& [t, info] : active_) {
     c.oat = std::min(c.oat, t);
-    c.ost = std::min(c.ost, oldest);
+    c.ost = std::min(c.ost, info.oldest);
   }
   // OIT: oldest transaction that is not committed (dead ones stay interesting until swept).
   // It only moves forward, so the scan resumes where the last one stopped.

@@ -68,10 +68,12 @@ class TxnManager {
   // kCnActive, kCnDead, kCnLimbo or the transaction's CN.
   uint64_t StateOf(uint64_t txn) const;
 
-  absl::Status Commit(uint64_t txn);
+  // `counted` false: a rollback that undid everything ends as an empty commit (it then holds
+  // back no one), which the commits counter does not count.
+  absl::Status Commit(uint64_t txn, bool counted = true);
   // Commit of a transaction that changed no page: nothing to flush, so no sync; its TIP bit is
   // written lazily (if lost in a crash it reads as dead, which is the same for a reader).
-  absl::Status CommitNoWrites(uint64_t txn);
+  absl::Status CommitNoWrites(uint64_t txn, bool counted = true);
   // Marks `txn` dead (rolled back): its versions are ignored by every reader from now on.
   absl::Status MarkDead(uint64_t txn);
 
@@ -81,6 +83,9 @@ class TxnManager {
   absl::StatusOr<uint64_t> WaitFor(uint64_t self, uint64_t other, int64_t timeout_ms);
 
   TxnCounters counters() const;
+  // Garbage-collection horizon: every active transaction's snapshot sees every version committed
+  // at or before this CN (read-committed transactions count with the CN they started at).
+  uint64_t OldestSnapshotCn() const;
   uint64_t next_id() const { return next_.load(std::memory_order_acquire); }
   page::PageNo first_tip() const;
 
@@ -116,9 +121,13 @@ class TxnManager {
   mutable std::mutex tip_mu_;
   std::vector<page::PageNo> tips_;  // guarded by tip_mu_: TIP page of block k
 
-  // Active transactions and the oldest active id each saw at start (for OST).
+  // Active transactions: the oldest active id each saw at start (for OST) and its snapshot.
+  struct ActiveInfo {
+    uint64_t oldest;
+    uint64_t snapshot;
+  };
   mutable std::mutex active_mu_;
-  absl::flat_hash_map<uint64_t, uint64_t> active_;  // guarded by active_mu_
+  absl::flat_hash_map<uint64_t, ActiveInfo> active_;  // guarded by active_mu_
 
   // Group commit.
   struct CommitRequest;

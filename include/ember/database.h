@@ -61,6 +61,11 @@ class Database {
   virtual absl::StatusOr<ValidationReport> Validate(const ValidateOptions& options = {}) = 0;
 
   virtual DatabaseStats stats() = 0;
+  // Versions and garbage of a table, counted by walking its pages.
+  virtual absl::StatusOr<TableStats> GetTableStats(const Table& table) = 0;
+  // Collects the garbage of every table now (what the background collector and readers do
+  // bit by bit): versions no active snapshot can see, dead versions, and their index entries.
+  virtual absl::Status CollectGarbage() = 0;
   virtual const Options& options() const = 0;
 };
 

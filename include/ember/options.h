@@ -28,6 +28,10 @@ struct Options {
   int parallel_workers = 1;                   // ParallelWorkers
   int max_parallel_workers = 1;               // MaxParallelWorkers
   GcPolicy gc_policy = GcPolicy::kCombined;   // GCPolicy
+  // --- savepoints
+  bool no_savepoint = false;                  // every transaction without an undo log
+  uint64_t undo_memory_limit = 64ull << 20;   // UndoMemoryLimit: before-images in memory per
+                                              // transaction before they spill to temp space
   uint64_t sweep_interval = 20000;            // SweepInterval (0 = no automatic sweep)
   // --- lock table
   uint32_t lock_hash_slots = 8191;            // LockHashSlots

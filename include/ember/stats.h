@@ -23,6 +23,31 @@ struct DatabaseStats {
   uint64_t temp_bytes_in_memory = 0;  // temp space held in memory
   uint64_t temp_bytes_on_disk = 0;    // temp space spilled to files
   uint64_t temp_spills = 0;           // spill blocks created
+  // Garbage collection since open.
+  uint64_t gc_versions_removed = 0;   // back versions and dead versions removed
+  uint64_t gc_records_removed = 0;    // deleted records removed entirely
+  uint64_t gc_index_entries_removed = 0;
+  uint64_t gc_pages_queued = 0;       // data pages waiting for the background collector now
+};
+
+// Versions and garbage of one table (Database::GetTableStats walks its pages).
+struct TableStats {
+  uint64_t records = 0;             // primary records (delete stubs included)
+  uint64_t back_versions = 0;       // older versions kept behind the newest ones
+  uint64_t back_version_bytes = 0;  // their stored bytes
+  uint64_t delete_stubs = 0;
+  uint64_t dead_versions = 0;       // newest versions written by rolled-back transactions
+  uint64_t data_pages = 0;
+  uint64_t pages_with_garbage = 0;  // flagged as possibly holding garbage
+};
+
+// A transaction's undo log (Transaction::undo_stats).
+struct UndoLogStats {
+  uint64_t records = 0;             // entries over all savepoints now
+  uint64_t memory_bytes = 0;        // hash slots and before-images in memory now
+  uint64_t peak_memory_bytes = 0;
+  uint64_t spilled_bytes = 0;       // before-images in temp space now
+  uint64_t peak_spilled_bytes = 0;
 };
 
 }  // namespace ember

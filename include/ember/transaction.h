@@ -5,7 +5,9 @@
 // valid while their Database is open, usable from any thread.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string_view>
 #include <optional>
 #include <utility>
 
@@ -59,6 +61,13 @@ struct TransactionOptions {
   bool wait = true;
   int64_t lock_timeout_ms = -1;  // with wait: give up after this many ms (-1 = no limit)
   bool read_only = false;
+  // No undo log (Firebird's isc_dpb_no_savepoint / TRA_no_auto_undo): mass changes are cheaper,
+  // but savepoints and multi-row statements cannot be undone. A single call that fails is still
+  // undone (it needs no log); a RunStatement body that fails after changing something dooms
+  // the transaction (every later call fails; only Rollback works), and Rollback marks the
+  // transaction dead, leaving its versions to garbage collection. Also switched on for every
+  // transaction by Options::no_savepoint.
+  bool no_savepoint = false;
 };
 
 // A forward-only cursor. After Next() returns an error, Valid() is false.
@@ -113,8 +122,27 @@ class Transaction {
   // Drops a temporary BLOB before the transaction ends.
   virtual absl::Status ReleaseBlob(BlobId temp) = 0;
 
+  // --- Statements and savepoints (architecture.md "Savepoints"). Every call above runs as a
+  // statement: if it fails, its changes are undone and earlier ones stay.
+  // Runs `body` as one statement: its calls are atomic as a unit. If `body` returns an error
+  // (or a call inside fails and body passes the error on), every change made inside it is
+  // undone, and the error is returned. Statements nest (inside user savepoints too).
+  virtual absl::Status RunStatement(const std::function<absl::Status()>& body) = 0;
+  // Named savepoints, nested to any depth. Creating one with the name of an existing one
+  // replaces it (SQL semantics: the older one is released). Release merges it and every
+  // savepoint after it into the enclosing one; rollback undoes every change since it was
+  // created and keeps it. NotFound for an unknown name; FailedPrecondition with no_savepoint.
+  virtual absl::Status Savepoint(std::string_view name) = 0;
+  virtual absl::Status ReleaseSavepoint(std::string_view name) = 0;
+  virtual absl::Status RollbackToSavepoint(std::string_view name) = 0;
+  // Size of the undo log now and at its peak.
+  virtual UndoLogStats undo_stats() const = 0;
+
   // Makes every change durable (forced writes) and visible to later snapshots.
   virtual absl::Status Commit() = 0;
+  // Undoes every change through the undo log, leaving no versions behind (the transaction then
+  // counts as committed with nothing in it, so it holds back no one); without an undo log
+  // (no_savepoint) or if the undo fails, marks the transaction dead instead.
   virtual absl::Status Rollback() = 0;
   // Page counters of the whole transaction so far, and of its last call (a "statement";
   // a cursor's page work counts to the call that made it and to the transaction).

@@ -1,0 +1,49 @@
+// The background garbage collector (GCPolicy background / combined): a thread fed with the data
+// pages that committed (or dead) transactions left versions on, as Firebird's GarbageCollector
+// is fed by notify_garbage_collector. A page is collected once every active snapshot can see
+// the commit that made its garbage (its CN is at or below the horizon); pages whose garbage an
+// older snapshot still needs wait in the queue.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace ember::db {
+
+class DatabaseImpl;
+
+class GarbageCollector {
+ public:
+  explicit GarbageCollector(DatabaseImpl* db);
+  ~GarbageCollector();  // stops the thread (Stop)
+
+  // Queues data pages (table id, page sequence) whose garbage becomes collectable once the
+  // horizon reaches `cn` (0: at once, e.g. versions of a dead transaction).
+  void Notify(const std::vector<std::pair<uint32_t, uint32_t>>& pages, uint64_t cn);
+  // Collects everything queued that is collectable now, on the calling thread (tests, Close).
+  absl::Status RunOnce();
+  void Stop();
+  size_t queued() const;
+  absl::Status last_error() const;
+
+ private:
+  void Loop();
+
+  DatabaseImpl* db_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  // (table, seq) -> CN at which its garbage becomes collectable (the highest notified).
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> queue_;  // guarded by mu_
+  bool stop_ = false;                                         // guarded by mu_
+  absl::Status last_error_;                                   // guarded by mu_
+  std::mutex run_mu_;  // one collection round at a time
+  std::thread thread_;
+};
+
+}  // namespace ember::db

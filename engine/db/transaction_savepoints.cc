@@ -1,0 +1,192 @@
+// TransactionImpl: statements, savepoints, rollback through the undo log, commit (see
+// transaction_impl.h and engine/txn/undo_log.h).
+#include "absl/strings/str_cat.h"
+#include "engine/db/garbage_collector.h"
+#include "engine/db/transaction_impl.h"
+#include "engine/record/record_format.h"
+
+namespace ember::db {
+
+using internal::IndexState;
+using internal::TableState;
+
+absl::Status TransactionImpl::Doom(const absl::Status& cause) {
+  if (state_ == State::kActive) state_ = State::kFailed;
+  if (doomed_.empty()) doomed_ = cause.ToString();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "transaction ", id_, " is doomed and can only be rolled back: ", doomed_));
+}
+
+absl::Status TransactionImpl::ApplyUndo(TableState* t, uint64_t rec, txn::UndoKind kind,
+                                        const std::string& before,
+                                        std::vector<record::Unlinked>* unlinked) {
+  std::string removed;
+  if (kind == txn::UndoKind::kRemoveHead) {
+    if (absl::Status s = t->relation->Backout(rec, id_, id_, unlinked, &removed); !s.ok()) {
+      return s;
+    }
+  } else {
+    absl::StatusOr<record::WriteOutcome> w =
+        t->relation->Write(rec, id_, View(), /*read_committed=*/true, &before, {}, /*undo=*/true);
+    if (!w.ok()) return w.status();
+    if (w->code != record::WriteOutcome::kDone || !w->old_was_own) {
+      return absl::InternalError(absl::StrCat("undo: table ", t->schema.name, " record ", rec,
+                                              " is not this transaction's any more"));
+    }
+    removed = std::move(w->old_body);
+    // The restored version's keys may have lost their entries when it was overwritten.
+    Row row;
+    if (!t->indexes.empty() &&
+        record::DecodeRow(before, t->schema.columns.size(), &row).ok()) {
+      bool changed;
+      absl::StatusOr<std::vector<IndexState*>> u = AddKeys(t, rec, row, &removed, &changed);
+      if (!u.ok()) return u.status();
+    }
+  }
+  if (t->indexes.empty() || removed.empty()) return absl::OkStatus();
+  return db_->DropKeys(t, rec, {removed}, nullptr, id_);
+}
+
+absl::Status TransactionImpl::RollbackTop() {
+  absl::StatusOr<std::vector<txn::UndoAction>> acts = undo_->PopForRollback();
+  if (!acts.ok()) return acts.status();
+  std::shared_lock<std::shared_mutex> cat(db_->catalog_mu_);
+  std::vector<record::Unlinked> unlinked;
+  TableState* cur = nullptr;
+  for (const txn::UndoAction& a : *acts) {
+    if (cur == nullptr || cur->id != a.key.table) {
+      if (cur) {
+        if (absl::Status s = cur->relation->FreeUnlinked(&unlinked, id_); !s.ok()) return s;
+      }
+      cur = db_->TableByIdLocked(a.key.table);
+      if (cur == nullptr) {
+        return absl::InternalError(absl::StrCat("undo: no table with id ", a.key.table));
+      }
+    }
+    std::lock_guard<std::mutex> g(db_->RecordMutex(a.key.table, a.key.rec));
+    if (absl::Status s = ApplyUndo(cur, a.key.rec, a.kind, a.before, &unlinked); !s.ok()) {
+      return s;
+    }
+  }
+  if (cur) return cur->relation->FreeUnlinked(&unlinked, id_);
+  return absl::OkStatus();
+}
+
+absl::Status TransactionImpl::RunStatement(const std::function<absl::Status()>& body) {
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  Statement stmt(this);
+  if (!undo_) {
+    const uint64_t before = changes_;
+    absl::Status s = body();
+    if (!s.ok() && changes_ != before && state_ == State::kActive) {
+      return Doom(absl::Status(s.code(), absl::StrCat("a statement failed after changing rows "
+                                                      "without an undo log (no_savepoint): ",
+                                                      s.message())));
+    }
+    return s;
+  }
+  undo_->Push(std::string());
+  const size_t depth = undo_->depth();
+  absl::Status s = body();
+  if (state_ != State::kActive) {
+    return s.ok() ? absl::FailedPreconditionError(
+                        absl::StrCat("transaction ", id_, " ended inside its statement"))
+                  : s;
+  }
+  if (undo_->depth() < depth) {
+    return Doom(absl::FailedPreconditionError(
+        "a savepoint made before the statement was released or rolled back inside it"));
+  }
+  // Savepoints the body made and left open belong to the statement.
+  while (undo_->depth() > depth) undo_->ReleaseTop();
+  if (s.ok()) {
+    undo_->ReleaseTop();
+    return absl::OkStatus();
+  }
+  if (absl::Status u = RollbackTop(); !u.ok()) return Doom(u);
+  return s;
+}
+
+absl::Status TransactionImpl::Savepoint(std::string_view name) {
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  if (!undo_) return absl::FailedPreconditionError("savepoints need an undo log (no_savepoint)");
+  if (name.empty()) return absl::InvalidArgumentError("a savepoint needs a name");
+  // An older savepoint of the same name stops being addressable: it is as if released, and its
+  // changes stay with whatever encloses it, which is what an unnamed level gives.
+  if (int old = undo_->Find(name); old >= 0) undo_->Rename(static_cast<size_t>(old), std::string());
+  undo_->Push(std::string(name));
+  return absl::OkStatus();
+}
+
+absl::Status TransactionImpl::ReleaseSavepoint(std::string_view name) {
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  if (!undo_) return absl::FailedPreconditionError("savepoints need an undo log (no_savepoint)");
+  const int level = undo_->Find(name);
+  if (level < 0) return absl::NotFoundError(absl::StrCat("no savepoint named ", std::string(name)));
+  while (undo_->depth() > static_cast<size_t>(level)) undo_->ReleaseTop();
+  return absl::OkStatus();
+}
+
+absl::Status TransactionImpl::RollbackToSavepoint(std::string_view name) {
+  Statement stmt(this);
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  if (!undo_) return absl::FailedPreconditionError("savepoints need an undo log (no_savepoint)");
+  const int level = undo_->Find(name);
+  if (level < 0) return absl::NotFoundError(absl::StrCat("no savepoint named ", std::string(name)));
+  while (undo_->depth() > static_cast<size_t>(level)) {
+    if (absl::Status s = RollbackTop(); !s.ok()) return Doom(s);
+  }
+  undo_->Push(std::string(name));  // the savepoint stays, empty
+  return absl::OkStatus();
+}
+
+UndoLogStats TransactionImpl::undo_stats() const {
+  return undo_ ? undo_->stats() : UndoLogStats{};
+}
+
+// ---------------------------------------------------------------- end
+
+void TransactionImpl::HandPagesToCollector(uint64_t cn) {
+  if (pages_.empty() || !db_->gc()) return;
+  std::vector<std::pair<uint32_t, uint32_t>> pages(pages_.begin(), pages_.end());
+  db_->gc()->Notify(pages, cn);
+  pages_.clear();
+}
+
+absl::Status TransactionImpl::Commit() {
+  Statement stmt(this);
+  if (absl::Status s = CheckActive(); !s.ok()) return s;
+  if (absl::Status b = EndBlobs(); !b.ok()) return b;
+  absl::Status s = wrote_ ? db_->txns_->Commit(id_) : db_->txns_->CommitNoWrites(id_);
+  state_ = s.ok() ? State::kCommitted : State::kFailed;
+  undo_.reset();
+  if (s.ok()) HandPagesToCollector(db_->txns_->StateOf(id_));
+  return s;
+}
+
+absl::Status TransactionImpl::Rollback() {
+  Statement stmt(this);
+  if (state_ != State::kActive && state_ != State::kFailed) {
+    return absl::FailedPreconditionError(absl::StrCat("transaction ", id_, " is not active"));
+  }
+  const bool failed = state_ == State::kFailed;
+  state_ = State::kRolledBack;
+  if (!db_->open_.load()) return absl::OkStatus();  // dead after the next open anyway
+  (void)EndBlobs();
+  if (!wrote_) return db_->txns_->CommitNoWrites(id_, false);  // nothing to undo
+  if (undo_ && !failed) {
+    // Undo everything; then nothing of ours is left, and the transaction can count as
+    // committed (empty), so it does not stay "interesting" (OIT) until a sweep.
+    absl::Status s;
+    while (s.ok() && undo_->depth() > 0) s = RollbackTop();
+    undo_.reset();
+    if (s.ok()) s = db_->txns_->Commit(id_, /*counted=*/false);
+    if (s.ok()) return s;
+  }
+  undo_.reset();
+  absl::Status s = db_->txns_->MarkDead(id_);
+  HandPagesToCollector(0);  // dead versions are garbage at once
+  return s;
+}
+
+}  // namespace ember::db

@@ -1,0 +1,313 @@
+// Removing versions from a relation: undo and backout of a head version, garbage collection of
+// a chain, and freeing the lines they unlink in careful-write order (see relation.h).
+//
+// Careful write: a line that a chain stops pointing at is freed only after the page that
+// pointed at it is on disk without the pointer; until then the old copy of that page on disk
+// may still lead a reader (after a crash) to the line. Lines on the same page as the pointer
+// change atomically with it and are freed at once. The others are collected as `Unlinked` and
+// freed in one batch by FreeUnlinked (one flush for the whole batch, not one per record).
+#include "absl/strings/str_cat.h"
+#include "engine/page/data_page.h"
+#include "engine/page/pointer_page.h"
+#include "engine/record/relation.h"
+
+namespace ember::record {
+
+using cache::LatchMode;
+using cache::PageRef;
+using page::PageNo;
+
+namespace {
+constexpr int kMaxChainWalk = 1 << 20;
+}
+
+absl::Status Relation::Backout(uint64_t rec, uint64_t head_txn, uint64_t mark_txn,
+                               std::vector<Unlinked>* unlinked, std::string* removed_raw) {
+  absl::StatusOr<PageNo> pno = PageOf(page::RecordDpSequence(rec));
+  if (!pno.ok()) return pno.status();
+  absl::StatusOr<PageRef> pr = cache_->Fetch(*pno, LatchMode::kExclusive);
+  if (!pr.ok()) return pr.status();
+  const uint16_t line = page::RecordLine(rec);
+  std::optional<std::string_view> cur = page::DpGet(pr->data(), ps_, line);
+  RecordHeader h;
+  if (!cur || !DecodeHeader(*cur, &h) || (h.flags & kRecNotPrimary)) {
+    return absl::NotFoundError(absl::StrCat("relation ", id_, " record ", rec, " does not exist"));
+  }
+  if (h.txn != head_txn) {
+    return absl::InternalError(absl::StrCat("relation ", id_, " record ", rec, ": head version is ",
+                                            "transaction ", h.txn, "'s, not ", head_txn, "'s"));
+  }
+  return BackoutLatched(*pr, *pno, line, mark_txn, unlinked, removed_raw);
+}
+
+absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uint64_t mark_txn,
+                                      std::vector<Unlinked>* unlinked, std::string* removed_raw) {
+  const std::string head_rec(*page::DpGet(P.data(), ps_, line));
+  RecordHeader h;
+  if (!DecodeHeader(head_rec, &h)) {
+    return absl::DataLossError(absl::StrCat("page ", pno, " line ", line, ": corrupt record"));
+  }
+  absl::StatusOr<std::string> head_raw = RawBody(h, head_rec, std::string());
+  if (!head_raw.ok()) return head_raw.status();
+  if (h.flags & kRecFragmented) unlinked->push_back({pno, h.frag_page, h.frag_line, true});
+  if (h.back_page == page::kNoPage) {
+    // The record was new: it goes, and its record number can be reused.
+    page::DpDelete(P.data(), ps_, line);
+  } else {
+    const bool same = h.back_page == pno;
+    absl::StatusOr<std::string> b = LineAt(P, pno, h.back_page, h.back_line);
+    if (!b.ok()) return b.status();
+    const std::string back = std::move(*b);
+    RecordHeader bh;
+    if (!DecodeHeader(back, &bh) || !(bh.flags & kRecBackVersion)) {
+      return absl::DataLossError(absl::StrCat("page ", h.back_page, " line ", h.back_line,
+                                              ": expected a back version"));
+    }
+    RecordHeader nh = bh;
+    nh.flags &= ~(kRecBackVersion | kRecDelta);
+    std::string nrec;
+    if (!(bh.flags & kRecDelta)) {
+      // The stored bytes move up as they are (their fragments with them).
+      EncodeHeader(nh, &nrec);
+      nrec.append(back, bh.size());
+    }
+    if (same) page::DpDelete(P.data(), ps_, h.back_line);
+    bool placed = !nrec.empty() && page::DpReplace(P.data(), ps_, line, nrec);
+    if (!placed) {
+      // A delta (or a version too big for the room here): rebuild it whole.
+      absl::StatusOr<std::string> raw = RawBody(bh, back, *head_raw);
+      if (!raw.ok()) return raw.status();
+      nh.flags &= ~kRecFragmented;
+      nh.frag_page = page::kNoPage;
+      nh.frag_line = 0;
+      std::string stored;
+      if (!(nh.flags & kRecDeleted)) nh.encoding = CompressBody(*raw, &stored);
+      const size_t room = page::DpFreeSpace(P.data(), ps_) + head_rec.size();
+      size_t limit = room > 8 ? room - 8 : 0;
+      if (nh.size() + stored.size() > limit) limit = std::min<size_t>(limit, ps_ / 4);
+      limit = std::max<size_t>(limit, kRecFragHeaderSize + 16);
+      absl::StatusOr<std::string> built = BuildVersion(mark_txn, nh, stored, limit, &P);
+      if (!built.ok()) return built.status();
+      placed = page::DpReplace(P.data(), ps_, line, *built);
+      if (!placed) {
+        built = BuildVersion(mark_txn, nh, stored, kRecFragHeaderSize, &P);
+        if (!built.ok()) return built.status();
+        placed = page::DpReplace(P.data(), ps_, line, *built);
+      }
+      if (!placed) {
+        return absl::InternalError(absl::StrCat("page ", pno, " line ", line,
+                                                ": restored version does not fit"));
+      }
+      if (bh.flags & kRecFragmented) {
+        unlinked->push_back({pno, bh.frag_page, bh.frag_line, true});
+      }
+    }
+    if (!same) unlinked->push_back({pno, h.back_page, h.back_line, false});
+  }
+  P.Mark(mark_txn);
+  if (removed_raw) *removed_raw = std::move(*head_raw);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, uint64_t mark_txn,
+                                            std::vector<Unlinked>* unlinked) {
+  Collected out;
+  absl::StatusOr<PageNo> pno = PageOf(page::RecordDpSequence(rec));
+  if (!pno.ok()) return out;
+  absl::StatusOr<PageRef> pr = cache_->Fetch(*pno, LatchMode::kExclusive);
+  if (!pr.ok()) return pr.status();
+  PageRef& P = *pr;
+  const uint16_t line = page::RecordLine(rec);
+  struct Version {
+    PageNo page;
+    uint16_t line;
+    RecordHeader h;
+    std::string rec;
+    std::string raw;
+    uint64_t cn;
+  };
+  std::vector<Version> chain;
+  for (;;) {
+    std::optional<std::string_view> cur = page::DpGet(P.data(), ps_, line);
+    RecordHeader h;
+    if (!cur || !DecodeHeader(*cur, &h) || (h.flags & kRecNotPrimary)) return out;
+    const uint64_t cn = tm_->StateOf(h.txn);
+    if (cn == txn::kCnDead) {
+      const size_t size = cur->size();
+      std::string raw;
+      if (absl::Status s = BackoutLatched(P, *pno, line, mark_txn, unlinked, &raw); !s.ok()) {
+        return s;
+      }
+      out.changed = true;
+      ++out.versions;
+      out.bytes += size;
+      if (!raw.empty()) out.going.push_back(std::move(raw));
+      continue;
+    }
+    if (!txn::IsCommittedCn(cn)) {  // an active (or limbo) head: leave it
+      out.pending = h.back_page != page::kNoPage;
+      if (out.changed) P.Mark(mark_txn);
+      return out;
+    }
+    chain.push_back(Version{*pno, line, h, std::string(*cur), {}, cn});
+    break;
+  }
+  // The chain, newest first, up to and including the first version every snapshot sees.
+  size_t keep = SIZE_MAX;
+  for (int hops = 0; hops < kMaxChainWalk; ++hops) {
+    Version& v = chain.back();
+    absl::StatusOr<std::string> raw =
+        RawBody(v.h, v.rec, chain.size() > 1 ? chain[chain.size() - 2].raw : std::string());
+    if (!raw.ok()) return raw.status();
+    v.raw = std::move(*raw);
+    if (keep == SIZE_MAX && txn::IsCommittedCn(v.cn) && v.cn <= horizon_cn) keep = chain.size() - 1;
+    if (v.h.back_page == page::kNoPage) break;
+    Version b{v.h.back_page, v.h.back_line, {}, {}, {}, 0};
+    absl::StatusOr<std::string> r = LineAt(P, *pno, b.page, b.line);
+    if (!r.ok()) return r.status();
+    b.rec = std::move(*r);
+    if (!DecodeHeader(b.rec, &b.h)) return absl::DataLossError("corrupt back version");
+    b.cn = tm_->StateOf(b.h.txn);
+    chain.push_back(std::move(b));
+  }
+  // Nothing (more) to cut: only a backed-out dead head, if anything, went; the whole chain stays.
+  auto keep_all = [&]() {
+    for (const Version& v : chain) {
+      if (!(v.h.flags & kRecDeleted)) out.staying.push_back(v.raw);
+    }
+    if (out.changed) P.Mark(mark_txn);
+    return out;
+  };
+  if (keep == SIZE_MAX) {  // nothing every snapshot sees yet
+    out.pending = chain.size() > 1;
+    return keep_all();
+  }
+  out.pending = keep > 0;
+  const bool whole = keep == 0 && (chain[0].h.flags & kRecDeleted);
+  if (!whole && keep + 1 == chain.size()) return keep_all();
+  // The page whose change makes the rest unreachable; lines on it go at once, others later.
+  PageNo cut_page = chain[keep].page;
+  if (whole) {
+    page::DpDelete(P.data(), ps_, line);
+    out.record_gone = true;
+    cut_page = *pno;
+  } else {
+    RecordHeader nh = chain[keep].h;
+    nh.back_page = page::kNoPage;
+    nh.back_line = 0;
+    std::string nrec;
+    EncodeHeader(nh, &nrec);
+    nrec.append(chain[keep].rec, chain[keep].h.size());
+    if (cut_page == *pno) {
+      if (!page::DpReplace(P.data(), ps_, chain[keep].line, nrec)) {
+        return absl::InternalError("collect: same-size replace failed");
+      }
+    } else {
+      absl::StatusOr<PageRef> s = cache_->Fetch(cut_page, LatchMode::kExclusive);
+      if (!s.ok()) return s.status();
+      if (!page::DpReplace(s->data(), ps_, chain[keep].line, nrec)) {
+        return absl::InternalError("collect: same-size replace failed");
+      }
+      s->Mark(mark_txn);
+    }
+  }
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const Version& v = chain[i];
+    const bool goes = whole || i > keep;
+    if (!goes) {
+      if (!(v.h.flags & kRecDeleted)) out.staying.push_back(v.raw);
+      continue;
+    }
+    ++out.versions;
+    out.bytes += v.rec.size();
+    if (!(v.h.flags & kRecDeleted)) out.going.push_back(v.raw);
+    if (v.h.flags & kRecFragmented) unlinked->push_back({cut_page, v.h.frag_page, v.h.frag_line, true});
+    if (i == 0) continue;  // the head line itself was deleted above
+    if (v.page == cut_page && cut_page == *pno) {
+      page::DpDelete(P.data(), ps_, v.line);
+    } else {
+      unlinked->push_back({cut_page, v.page, v.line, false});
+    }
+  }
+  out.changed = true;
+  P.Mark(mark_txn);
+  return out;
+}
+
+absl::Status Relation::FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn) {
+  if (unlinked->empty()) return absl::OkStatus();
+  std::vector<PageNo> from;
+  for (const Unlinked& u : *unlinked) from.push_back(u.from);
+  std::sort(from.begin(), from.end());
+  from.erase(std::unique(from.begin(), from.end()), from.end());
+  if (absl::Status s = cache_->FlushPages(from); !s.ok()) return s;
+  for (const Unlinked& u : *unlinked) {
+    if (absl::Status s = FreeLine(u, mark_txn); !s.ok()) return s;
+  }
+  unlinked->clear();
+  return absl::OkStatus();
+}
+
+absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
+  PageNo p = u.page;
+  uint16_t line = u.line;
+  for (int hops = 0; hops < kMaxChainWalk; ++hops) {
+    absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kExclusive);
+    if (!r.ok()) return r.status();
+    std::optional<std::string_view> f = page::DpGet(r->data(), ps_, line);
+    RecordHeader fh;
+    const uint8_t want = u.fragments_only ? kRecFragment : kRecBackVersion;
+    if (!f || !DecodeHeader(*f, &fh) || !(fh.flags & want)) {
+      return absl::DataLossError(absl::StrCat("page ", p, " line ", line, ": expected ",
+                                              u.fragments_only ? "a record fragment"
+                                                               : "a back version"));
+    }
+    page::DpDelete(r->data(), ps_, line);
+    r->Mark(mark_txn);
+    // A back version's own fragments are listed separately; a fragment chain continues here.
+    if (!u.fragments_only || !(fh.flags & kRecFragmented)) return absl::OkStatus();
+    p = fh.frag_page;
+    line = fh.frag_line;
+  }
+  return absl::DataLossError("fragment chain loops");
+}
+
+absl::Status Relation::GetVersionStats(VersionStats* out) {
+  std::vector<PageInfo> pages;
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    pages = pages_;
+  }
+  for (uint32_t seq = 0; seq < pages.size(); ++seq) {
+    ++out->data_pages;
+    if (pages[seq].flags & page::kPpHasGarbage) ++out->garbage_pages;
+    if (pages[seq].flags & page::kPpSecondary) continue;
+    std::vector<std::pair<PageNo, uint16_t>> backs;
+    absl::Status s = VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line) {
+      RecordHeader h;
+      DecodeHeader(*page::DpGet(data, ps_, line), &h);
+      ++out->records;
+      if (h.flags & kRecDeleted) ++out->delete_stubs;
+      if (tm_->StateOf(h.txn) == txn::kCnDead) ++out->dead_heads;
+      if (h.back_page != page::kNoPage) backs.emplace_back(h.back_page, h.back_line);
+      (void)p;
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+    for (auto [bp, bl] : backs) {
+      for (int hops = 0; bp != page::kNoPage && hops < kMaxChainWalk; ++hops) {
+        absl::StatusOr<std::string> r = ReadLine(bp, bl);
+        if (!r.ok()) return r.status();
+        RecordHeader bh;
+        if (!DecodeHeader(*r, &bh)) return absl::DataLossError("corrupt back version");
+        ++out->back_versions;
+        out->back_version_bytes += r->size();
+        bp = bh.back_page;
+        bl = bh.back_line;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ember::record

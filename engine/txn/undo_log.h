@@ -1,0 +1,126 @@
+// The undo log of a transaction's savepoints (architecture.md, "Savepoints").
+//
+// A stack of savepoints: the transaction-level one at the bottom, then user savepoints and
+// statement savepoints as they nest. Each savepoint maps a record (table, record number) to what
+// undoes every change the savepoint made to it: either "remove the head version" (the record's
+// newest version before the savepoint was not ours, or the record is new) or "put back our own
+// earlier version" (its raw row, the before-image). A record gets one entry per savepoint however
+// often it changes, so releasing a savepoint (merging it into its parent) and rolling one back
+// both cost O(records touched), which is what Firebird 1.0 / InterBase 7.1 lacked in the
+// 2004 mass-update experiment.
+//
+// Before-images live in an arena: in memory up to `memory_limit` bytes, then in TempSpace
+// extents (the same TempSpace as temporary BLOBs). A savepoint that is released with nothing of
+// its arena still referenced, or rolled back, gives its arena bytes back (the arena is a stack
+// too), so repeated statements over the same rows do not grow it.
+//
+// Not thread-safe: a transaction is used by one thread at a time.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ember/stats.h"
+#include "engine/io/temp_space.h"
+
+namespace ember::txn {
+
+struct RecKey {
+  uint32_t table = 0;
+  uint64_t rec = 0;
+  bool operator==(const RecKey& o) const { return table == o.table && rec == o.rec; }
+  template <typename H>
+  friend H AbslHashValue(H h, const RecKey& k) {
+    return H::combine(std::move(h), k.table, k.rec);
+  }
+};
+
+enum class UndoKind : uint8_t {
+  kRemoveHead,  // drop the head version (ours); the version below, if any, is the record again
+  kRestoreOwn,  // overwrite our head with the before-image (an earlier version of ours)
+};
+
+// One action of a rollback, in the order to apply.
+struct UndoAction {
+  RecKey key;
+  UndoKind kind = UndoKind::kRemoveHead;
+  std::string before;  // kRestoreOwn: the raw row to put back
+};
+
+// Size of the log (the public ember::UndoLogStats).
+using UndoStats = ember::UndoLogStats;
+
+class UndoLog {
+ public:
+  // `temp` may be null (then the arena never spills and memory_limit is ignored).
+  UndoLog(io::TempSpace* temp, uint64_t memory_limit);
+  ~UndoLog();
+  UndoLog(const UndoLog&) = delete;
+  UndoLog& operator=(const UndoLog&) = delete;
+
+  size_t depth() const { return levels_.size(); }
+  // Pushes a savepoint; `name` empty for statement and transaction-level savepoints.
+  void Push(std::string name);
+  void Rename(size_t level, std::string name) { levels_[level].name = std::move(name); }
+  // The innermost level named `name`, or -1.
+  int Find(std::string_view name) const;
+
+  // Whether the top savepoint already has an entry for `k` (then a further change to the record
+  // needs no before-image).
+  bool TopHas(const RecKey& k) const;
+  // Adds the entry for `k` to the top savepoint unless it has one; true if added.
+  // REQUIRES: depth() > 0. ResourceExhausted if the temp space is full.
+  absl::StatusOr<bool> Record(const RecKey& k, UndoKind kind, std::string_view before = {});
+  // Drops the top savepoint's entry for `k` (the change it recorded was undone at once).
+  void Forget(const RecKey& k);
+
+  // Merges the top savepoint into the one below: entries for records the parent has no entry
+  // for move down; the others are dropped (the parent's before-image is older).
+  // REQUIRES: depth() >= 2.
+  void ReleaseTop();
+  // Pops the top savepoint and returns the actions that undo it.
+  absl::StatusOr<std::vector<UndoAction>> PopForRollback();
+
+  UndoStats stats() const;
+
+ private:
+  struct Entry {
+    UndoKind kind;
+    uint32_t len;  // before-image length
+    uint64_t loc;  // arena offset of the before-image
+  };
+  struct Level {
+    std::string name;
+    absl::flat_hash_map<RecKey, Entry> entries;
+    uint64_t arena_mark;  // arena size when the level was pushed
+  };
+  absl::StatusOr<uint64_t> ArenaAppend(std::string_view bytes);
+  absl::Status ArenaRead(uint64_t loc, uint32_t len, std::string* out) const;
+  void ArenaTruncate(uint64_t size);
+  void Account();
+  void Recycle(absl::flat_hash_map<RecKey, Entry>&& m);
+
+  io::TempSpace* temp_;
+  const uint64_t memory_limit_;
+  std::vector<Level> levels_;
+
+  // The arena: offsets [0, spill_base_) are the memory part `mem_`; from spill_base_ on, the
+  // bytes live in TempSpace extents of kTempExtent each (an image may straddle two).
+  static constexpr uint64_t kTempExtent = 1024 * 1024;
+  std::string mem_;
+  bool spilling_ = false;
+  uint64_t spill_base_ = 0;
+  uint64_t spill_size_ = 0;             // bytes used in the temp part
+  std::vector<uint64_t> temp_extents_;  // TempSpace offsets
+  std::vector<absl::flat_hash_map<RecKey, Entry>> spare_;  // cleared maps kept for reuse
+  uint64_t peak_arena_ = 0;
+  uint64_t peak_memory_ = 0;
+  uint64_t peak_spilled_ = 0;
+};
+
+}  // namespace ember::txn
