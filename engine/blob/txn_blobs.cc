@@ -18,9 +18,9 @@ std::string IdText(uint64_t id) {
 }  // namespace
 
 TxnBlobs::TxnBlobs(cache::BufferCache* cache, cache::PageSpace* space, io::TempSpace* temp,
-                   int mode, uint64_t txn, Resolver resolve)
+                   int mode, uint64_t txn, Resolver resolve, std::atomic<uint64_t>* ids)
     : cache_(cache), space_(space), temp_(temp), mode_(mode), txn_(txn),
-      resolve_(std::move(resolve)) {}
+      resolve_(std::move(resolve)), ids_(ids) {}
 
 TxnBlobs::~TxnBlobs() { (void)ReleaseAll(); }
 
@@ -28,7 +28,8 @@ absl::StatusOr<uint64_t> TxnBlobs::Create(bool engine_made) {
   Temp t;
   t.in_temp_space = temp_ != nullptr && (mode_ == 2 || (mode_ == 1 && engine_made));
   if (!t.in_temp_space) t.paged = std::make_unique<PagedBlob>(cache_, space_, 0);
-  const uint64_t id = kTempBit | next_temp_++;
+  const uint64_t n = ids_ ? ids_->fetch_add(1, std::memory_order_relaxed) : next_temp_++;
+  const uint64_t id = kTempBit | (n & ~kTempBit);
   temps_.emplace(id, std::move(t));
   return id;
 }

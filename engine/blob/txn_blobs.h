@@ -13,6 +13,7 @@
 //
 // Thread safety: one thread at a time (like the transaction).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,8 +34,10 @@ namespace ember::blob {
 class TxnBlobs {
  public:
   using Resolver = std::function<record::Relation*(uint32_t relation_id)>;
+  // `ids` numbers temporary BLOBs across the whole database (shared by every transaction), so
+  // one transaction's temporary id never names another's; null: numbered per object.
   TxnBlobs(cache::BufferCache* cache, cache::PageSpace* space, io::TempSpace* temp, int mode,
-           uint64_t txn, Resolver resolve);
+           uint64_t txn, Resolver resolve, std::atomic<uint64_t>* ids = nullptr);
   ~TxnBlobs();
 
   // A new empty temporary BLOB; `engine_made` for results of BLOB operations (mode 1 puts those
@@ -86,6 +89,7 @@ class TxnBlobs {
   uint64_t txn_;
   Resolver resolve_;
   uint64_t next_temp_ = 1;
+  std::atomic<uint64_t>* ids_ = nullptr;
   absl::flat_hash_map<uint64_t, Temp> temps_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Stored>> stored_;  // decoded headers
   std::vector<char> buf_;  // copy buffer

@@ -66,7 +66,7 @@ blob::TxnBlobs* TransactionImpl::Blobs() {
     DatabaseImpl* db = db_;
     blobs_ = std::make_unique<blob::TxnBlobs>(
         db->cache(), db->space(), db->temp_space(), db->options().blob_temp_space, id_,
-        [db](uint32_t rel) { return db->RelationById(rel); });
+        [db](uint32_t rel) { return db->RelationById(rel); }, &db->next_temp_blob_);
   }
   return blobs_.get();
 }

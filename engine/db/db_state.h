@@ -153,6 +153,7 @@ class DatabaseImpl : public Database {
   std::mutex ddl_mu_;              // one DDL at a time
 
   std::array<std::mutex, 512> record_mu_;
+  std::atomic<uint64_t> next_temp_blob_{1};  // temporary BLOB ids, unique in the database
   std::unique_ptr<GarbageCollector> gc_;  // background collector (policy background/combined)
   std::atomic<uint64_t> gc_versions_{0}, gc_records_{0}, gc_keys_{0};
 

@@ -1082,3 +1082,33 @@ TEST_CASE("blob: a crash in the middle of writing a BLOB", "[blob]") {
 
 }  // namespace
 }  // namespace ember::blobtest
+
+namespace ember::blobtest {
+namespace {
+
+TEST_CASE("blob: temporary BLOB ids are unique in the database, not per transaction", "[blob]") {
+  Scratch tdb;
+  const int mode = GENERATE(0, 1, 2);
+  CAPTURE(mode);
+  std::unique_ptr<Database> db = OpenOrFail(tdb.path(), BlobOptions(4096, mode, 64));
+  std::unique_ptr<Transaction> t1 = VALUE_OR_FAIL(db->Begin());
+  std::unique_ptr<Transaction> t2 = VALUE_OR_FAIL(db->Begin());
+  const BlobId a = VALUE_OR_FAIL(t1->Concat(BlobId{}, std::string_view("one")));
+  const BlobId b = VALUE_OR_FAIL(t2->Concat(BlobId{}, std::string_view("two")));
+  REQUIRE(blob::IsTemp(a.value));
+  REQUIRE(blob::IsTemp(b.value));
+  REQUIRE(a.value != b.value);
+  // Another transaction's temporary BLOB is not ours: it cannot be read, appended to or
+  // released, and our own is untouched by the attempt.
+  REQUIRE(IsError(t2->OpenBlob(a).status(), absl::StatusCode::kNotFound));
+  BlobId a_copy = a;
+  REQUIRE_FALSE(t2->Append(&a_copy, "x").ok());
+  REQUIRE_FALSE(t2->ReleaseBlob(a).ok());
+  REQUIRE_BYTES(ReadAll(t1.get(), a), std::string("one"));
+  REQUIRE_BYTES(ReadAll(t2.get(), b), std::string("two"));
+  REQUIRE_OK(t1->Commit());
+  REQUIRE_OK(t2->Commit());
+}
+
+}  // namespace
+}  // namespace ember::blobtest
