@@ -8,6 +8,14 @@
 
 namespace ember::db {
 
+TableCursor::~TableCursor() {
+  // An abandoned scan must not leak the lines it unlinked; if freeing fails they stay as
+  // unreachable lines, which a later collection does not see (Validate can).
+  if (!unlinked_.empty() && txn_->db()->open_for_gc()) {
+    (void)table_->relation->FreeUnlinked(&unlinked_, kGcMarkTxn);
+  }
+}
+
 absl::Status TableCursor::Fill() {
   util::ScopedCounterSinks sinks(txn_->Sinks());
   rows_.clear();

@@ -19,6 +19,7 @@ class TransactionImpl;
 class TableCursor : public Cursor {
  public:
   TableCursor(TransactionImpl* txn, internal::TableState* table) : txn_(txn), table_(table) {}
+  ~TableCursor() override;  // frees what its garbage collection unlinked (errors dropped)
   absl::Status Start() { return Fill(); }
   bool Valid() const override { return pos_ < rows_.size(); }
   absl::Status Next() override;

@@ -108,7 +108,8 @@ class DatabaseImpl : public Database {
   // `staying` has (`staying` null: the record's current versions, read now).
   absl::Status DropKeys(internal::TableState* t, uint64_t rec,
                         const std::vector<std::string>& going,
-                        const std::vector<std::string>* staying, uint64_t mark_txn);
+                        const std::vector<std::string>* staying, uint64_t mark_txn,
+                        bool count_as_gc = false);
   // Garbage collection of records of one table (under their record locks); lines to free on
   // other pages are appended to `unlinked` (free them with Relation::FreeUnlinked). Sets
   // `*pending` if some garbage could not be collected yet (an active snapshot still sees it).
@@ -117,6 +118,7 @@ class DatabaseImpl : public Database {
   // The horizon for garbage collection now.
   uint64_t GcHorizon() const { return txns_->OldestSnapshotCn(); }
   GarbageCollector* gc() { return gc_.get(); }
+  bool open_for_gc() const { return open_.load(std::memory_order_acquire); }
 
  private:
   friend class TransactionImpl;

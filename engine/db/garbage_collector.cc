@@ -129,7 +129,8 @@ TableState* DatabaseImpl::TableByIdLocked(uint32_t id) {
 
 absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
                                     const std::vector<std::string>& going,
-                                    const std::vector<std::string>* staying, uint64_t mark_txn) {
+                                    const std::vector<std::string>* staying, uint64_t mark_txn,
+                                    bool count_as_gc) {
   if (t->indexes.empty() || going.empty()) return absl::OkStatus();
   const size_t ncols = t->schema.columns.size();
   // Keys (per index) of the rows that go.
@@ -169,8 +170,8 @@ absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
   for (size_t i = 0; i < t->indexes.size(); ++i) {
     for (const std::string& k : drop[i]) {
       absl::Status s = t->indexes[i]->tree->Remove(internal::IndexEntry(k, rec), mark_txn);
-      if (s.ok()) gc_keys_.fetch_add(1, std::memory_order_relaxed);
-      else if (!absl::IsNotFound(s)) return s;
+      if (s.ok() && count_as_gc) gc_keys_.fetch_add(1, std::memory_order_relaxed);
+      if (!s.ok() && !absl::IsNotFound(s)) return s;
     }
   }
   return absl::OkStatus();
@@ -189,7 +190,10 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
     if (!c->changed) continue;
     gc_versions_.fetch_add(c->versions, std::memory_order_relaxed);
     if (c->record_gone) gc_records_.fetch_add(1, std::memory_order_relaxed);
-    if (absl::Status s = DropKeys(t, rec, c->going, &c->staying, kGcMarkTxn); !s.ok()) return s;
+    if (absl::Status s = DropKeys(t, rec, c->going, &c->staying, kGcMarkTxn, true); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = t->relation->NoteSpaceFreed(rec, kGcMarkTxn); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

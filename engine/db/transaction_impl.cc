@@ -333,7 +333,6 @@ absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& 
   absl::StatusOr<PreparedRow> p = PrepareWrite(table, row);
   if (!p.ok()) return p.status();
   TableState* t = p->table;
-  // A new record needs no record lock: its head is ours, so nobody else touches it.
   absl::StatusOr<uint64_t> rec = t->relation->Insert(id_, p->raw, p->links);
   if (!rec.ok()) return rec.status();
   wrote_ = true;
@@ -342,6 +341,9 @@ absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& 
   absl::Status s = noted.status();
   std::vector<IndexState*> uniques;
   if (s.ok()) {
+    // The record number may be one garbage collection just freed: the collector, holding the
+    // record lock, may still be dropping the old record's entries, which can be ours too.
+    std::lock_guard<std::mutex> lock(db_->RecordMutex(t->id, *rec));
     bool changed;
     absl::StatusOr<std::vector<IndexState*>> u = AddKeys(t, *rec, p->row, nullptr, &changed);
     if (u.ok()) uniques = std::move(*u);
@@ -381,6 +383,7 @@ absl::Status TransactionImpl::Update(const Table& table, RecordId id, const Row&
     // index does not collect entries of versions that no longer exist.
     s = db_->DropKeys(t, id.value, {w->old_body}, nullptr, id_);
   }
+  if (s.ok() && !w->dead_body.empty()) s = db_->DropKeys(t, id.value, {w->dead_body}, nullptr, id_);
   lock.unlock();
   if (s.ok()) s = CheckUniques(uniques, id.value, p->row);
   if (!s.ok()) {
@@ -405,6 +408,7 @@ absl::Status TransactionImpl::Delete(const Table& table, RecordId id) {
   absl::StatusOr<bool> noted = NoteChange(t, id.value, &*w);
   absl::Status s = noted.status();
   if (s.ok() && w->old_was_own) s = db_->DropKeys(t, id.value, {w->old_body}, nullptr, id_);
+  if (s.ok() && !w->dead_body.empty()) s = db_->DropKeys(t, id.value, {w->dead_body}, nullptr, id_);
   lock.unlock();
   if (!s.ok()) {
     if (absl::Status u = UndoCall(t, id.value, &*w, noted.value_or(false)); !u.ok()) {

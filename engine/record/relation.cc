@@ -181,6 +181,15 @@ absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreSecondary(
       seq = secondary_seq_;
     }
     if (seq < 0) {
+      // A page garbage collection made room on, before a new one.
+      std::unique_lock<std::shared_mutex> g(mu_);
+      if (!reusable_secondary_.empty()) {
+        secondary_seq_ = static_cast<int32_t>(reusable_secondary_.back());
+        reusable_secondary_.pop_back();
+        seq = secondary_seq_;
+      }
+    }
+    if (seq < 0) {
       absl::StatusOr<uint32_t> ns = AddDataPage(txn, /*secondary=*/true);
       if (!ns.ok()) return ns.status();
       std::unique_lock<std::shared_mutex> g(mu_);
@@ -803,6 +812,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   }
   WriteOutcome out;
   out.code = WriteOutcome::kDone;
+  if (!dead_back.empty()) out.dead_body = *old_raw;
   out.old_body = dead_back.empty() ? std::move(*old_raw) : std::move(replaced_raw);
   out.old_was_own = own;
   return out;

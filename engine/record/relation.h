@@ -87,6 +87,8 @@ struct WriteOutcome {
   std::string old_body;    // kDone: raw body of the version replaced (empty for a stub; over a
                            // rolled-back version, the committed one under it)
   bool old_was_own = false;  // kDone: the replaced version was our own (overwritten in place)
+  std::string dead_body;     // kDone over a rolled-back version: its raw body (now gone; the
+                             // caller drops index entries only it had)
 };
 
 class Relation {
@@ -133,6 +135,8 @@ class Relation {
   absl::Status FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn);
   // Walks every data page counting versions (for Database::TableStats).
   absl::Status GetVersionStats(VersionStats* out);
+  // After versions or records of `rec`'s page were removed: the page may take inserts again.
+  absl::Status NoteSpaceFreed(uint64_t rec, uint64_t mark_txn);
 
   // BLOB header records (engine/blob) live on secondary pages: `body` is stored after the
   // pages in `links` (the BLOB's data or list pages) in careful-write order.
@@ -226,6 +230,7 @@ class Relation {
   std::vector<PageInfo> pages_;    // guarded by mu_: by data page sequence
   uint32_t insert_seq_ = 0;        // guarded by mu_: first primary page that may have room
   int32_t secondary_seq_ = -1;     // guarded by mu_: current page for back versions
+  std::vector<uint32_t> reusable_secondary_;  // guarded by mu_: secondary pages GC made room on
   std::mutex alloc_mu_;            // serialises page additions (taken before mu_)
 };
 

@@ -6,6 +6,8 @@
 // may still lead a reader (after a crash) to the line. Lines on the same page as the pointer
 // change atomically with it and are freed at once. The others are collected as `Unlinked` and
 // freed in one batch by FreeUnlinked (one flush for the whole batch, not one per record).
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/page/data_page.h"
 #include "engine/page/pointer_page.h"
@@ -264,12 +266,35 @@ absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
     }
     page::DpDelete(r->data(), ps_, line);
     r->Mark(mark_txn);
+    if (page::DpFreeSpace(r->data(), ps_) >= ps_ / 2) {
+      // A secondary page with room again: back versions and fragments may go there.
+      const uint32_t seq = page::DpSequence(r->data());
+      std::unique_lock<std::shared_mutex> g(mu_);
+      if (seq < pages_.size() && (pages_[seq].flags & page::kPpSecondary) &&
+          static_cast<int32_t>(seq) != secondary_seq_ &&
+          std::find(reusable_secondary_.begin(), reusable_secondary_.end(), seq) ==
+              reusable_secondary_.end()) {
+        reusable_secondary_.push_back(seq);
+      }
+    }
     // A back version's own fragments are listed separately; a fragment chain continues here.
     if (!u.fragments_only || !(fh.flags & kRecFragmented)) return absl::OkStatus();
     p = fh.frag_page;
     line = fh.frag_line;
   }
   return absl::DataLossError("fragment chain loops");
+}
+
+absl::Status Relation::NoteSpaceFreed(uint64_t rec, uint64_t mark_txn) {
+  const uint32_t seq = page::RecordDpSequence(rec);
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    if (seq >= pages_.size() || (pages_[seq].flags & page::kPpSecondary)) return absl::OkStatus();
+  }
+  if (absl::Status s = SetPageFlags(seq, 0, page::kPpFull, mark_txn); !s.ok()) return s;
+  std::unique_lock<std::shared_mutex> g(mu_);
+  if (seq < insert_seq_) insert_seq_ = seq;
+  return absl::OkStatus();
 }
 
 absl::Status Relation::GetVersionStats(VersionStats* out) {

@@ -41,6 +41,7 @@ bool UndoLog::TopHas(const RecKey& k) const {
 }
 
 absl::StatusOr<bool> UndoLog::Record(const RecKey& k, UndoKind kind, std::string_view before) {
+  if (!lost_.ok()) return lost_;
   auto& top = levels_.back().entries;
   auto [it, added] = top.try_emplace(k, Entry{kind, static_cast<uint32_t>(before.size()), 0});
   if (!added) return false;
@@ -52,7 +53,7 @@ absl::StatusOr<bool> UndoLog::Record(const RecKey& k, UndoKind kind, std::string
     }
     it->second.loc = *loc;
   }
-  if (mem_.size() > peak_arena_ || top.size() == top.capacity()) Account();
+  Account();
   return true;
 }
 
@@ -81,11 +82,36 @@ void UndoLog::ReleaseTop() {
       if (parent.entries.emplace(k, e).second && e.len > 0) arena_used = true;
     }
   }
-  if (!arena_used) ArenaTruncate(top.arena_mark);
+  if (!arena_used) {
+    ArenaTruncate(top.arena_mark);
+  } else {
+    // Some images moved down: copy just those to the mark and give the rest back, so dropped
+    // images of repeated statements do not pile up.
+    std::vector<std::pair<Entry*, std::string>> moved;
+    for (auto& [k, e] : parent.entries) {
+      if (e.len > 0 && e.loc >= top.arena_mark) {
+        std::string bytes;
+        if (!ArenaRead(e.loc, e.len, &bytes).ok()) return;  // keep everything (still valid)
+        moved.emplace_back(&e, std::move(bytes));
+      }
+    }
+    ArenaTruncate(top.arena_mark);
+    for (auto& [e, bytes] : moved) {
+      absl::StatusOr<uint64_t> loc = ArenaAppend(bytes);
+      if (!loc.ok()) {
+        lost_ = loc.status();  // reported by the next Record / PopForRollback
+        e->len = 0;
+        continue;
+      }
+      e->loc = *loc;
+    }
+  }
   Recycle(std::move(top.entries));
 }
 
 absl::StatusOr<std::vector<UndoAction>> UndoLog::PopForRollback() {
+  if (!lost_.ok()) return lost_;
+  Account();
   Level top = std::move(levels_.back());
   levels_.pop_back();
   std::vector<UndoAction> out;
@@ -97,8 +123,11 @@ absl::StatusOr<std::vector<UndoAction>> UndoLog::PopForRollback() {
     }
     out.push_back(std::move(a));
   }
-  // Record order makes the page accesses of the undo sequential.
+  // Removals first: they give back the room that restoring a larger earlier version may need on
+  // the same page (rows this level inserted took it). Within each kind, record order makes the
+  // page accesses sequential.
   std::sort(out.begin(), out.end(), [](const UndoAction& a, const UndoAction& b) {
+    if (a.kind != b.kind) return a.kind == UndoKind::kRemoveHead;
     return a.key.table != b.key.table ? a.key.table < b.key.table : a.key.rec < b.key.rec;
   });
   ArenaTruncate(top.arena_mark);

@@ -119,6 +119,7 @@ class UndoLog {
   std::vector<uint64_t> temp_extents_;  // TempSpace offsets
   std::vector<absl::flat_hash_map<RecKey, Entry>> spare_;  // cleared maps kept for reuse
   uint64_t peak_arena_ = 0;
+  absl::Status lost_;  // an image could not be kept (temp space full): the log is unusable
   uint64_t peak_memory_ = 0;
   uint64_t peak_spilled_ = 0;
 };

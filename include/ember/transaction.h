@@ -129,9 +129,11 @@ class Transaction {
   // undone, and the error is returned. Statements nest (inside user savepoints too).
   virtual absl::Status RunStatement(const std::function<absl::Status()>& body) = 0;
   // Named savepoints, nested to any depth. Creating one with the name of an existing one
-  // replaces it (SQL semantics: the older one is released). Release merges it and every
-  // savepoint after it into the enclosing one; rollback undoes every change since it was
-  // created and keeps it. NotFound for an unknown name; FailedPrecondition with no_savepoint.
+  // makes the older one unnamed: it can no longer be released or rolled back to by name, its
+  // changes stay with whatever encloses it, and the savepoints made after it are untouched.
+  // Release merges a savepoint and every savepoint after it into the enclosing one; rollback
+  // undoes every change since it was created and keeps it. NotFound for an unknown name;
+  // FailedPrecondition with no_savepoint.
   virtual absl::Status Savepoint(std::string_view name) = 0;
   virtual absl::Status ReleaseSavepoint(std::string_view name) = 0;
   virtual absl::Status RollbackToSavepoint(std::string_view name) = 0;

@@ -1,0 +1,428 @@
+// UndoLog: one entry per record per savepoint level, release (merge into the parent, whose
+// before-image wins), rollback actions, Find/Rename of named levels, Forget, before-images
+// spilled to a real TempSpace past a tiny memory limit and read back exactly, and arena reuse
+// across repeated push/release and push/rollback cycles.
+#include <catch2/catch.hpp>
+
+#include <tuple>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/io/temp_space.h"
+#include "engine/txn/undo_log.h"
+#include "tests/io/temp_dir.h"
+
+using ember::io::TempSpace;
+using ember::io::TempSpaceOptions;
+using ember::txn::RecKey;
+using ember::txn::UndoAction;
+using ember::txn::UndoKind;
+using ember::txn::UndoLog;
+
+namespace {
+
+std::string DirOf(const ember::testing::TempDir& t) {
+  std::string f = t.File("x");
+  return f.substr(0, f.size() - 2);
+}
+
+// A TempSpace over a fresh directory that keeps only `cache_limit` bytes in memory, so the
+// undo log's extents really go to spill files.
+struct Temp {
+  ember::testing::TempDir dir;
+  std::unique_ptr<TempSpace> ts;
+  explicit Temp(uint64_t cache_limit = 256 << 10) {
+    REQUIRE(dir.ok());
+    TempSpaceOptions o;
+    o.dirs = {DirOf(dir)};
+    o.cache_limit = cache_limit;
+    ts = std::make_unique<TempSpace>(o);
+  }
+};
+
+std::vector<UndoAction> Pop(UndoLog& log) {
+  absl::StatusOr<std::vector<UndoAction>> a = log.PopForRollback();
+  if (!a.ok()) FAIL("PopForRollback: " << a.status().ToString());
+  return std::move(*a);
+}
+
+void Rec(UndoLog& log, RecKey k, UndoKind kind, std::string_view before, bool expect_added) {
+  absl::StatusOr<bool> r = log.Record(k, kind, before);
+  if (!r.ok()) FAIL("Record: " << r.status().ToString());
+  REQUIRE(*r == expect_added);
+}
+
+// Actions by key, checking there is at most one per key.
+std::map<std::pair<uint32_t, uint64_t>, UndoAction> ByKey(const std::vector<UndoAction>& acts) {
+  std::map<std::pair<uint32_t, uint64_t>, UndoAction> m;
+  for (const UndoAction& a : acts) {
+    const bool fresh = m.emplace(std::make_pair(a.key.table, a.key.rec), a).second;
+    REQUIRE(fresh);
+  }
+  return m;
+}
+
+std::string Image(std::mt19937_64& rng, size_t len) {
+  std::string s(len, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("undo log: one entry per record per level", "[undo]") {
+  UndoLog log(nullptr, 0);
+  log.Push("");
+  const RecKey k1{1, 10}, k2{1, 11};
+  REQUIRE_FALSE(log.TopHas(k1));
+  Rec(log, k1, UndoKind::kRemoveHead, {}, true);
+  REQUIRE(log.TopHas(k1));
+  // A second change of the same record in the same level adds nothing: the first entry (the
+  // oldest state) is what a rollback must restore.
+  Rec(log, k1, UndoKind::kRestoreOwn, "later image", false);
+  Rec(log, k1, UndoKind::kRestoreOwn, "even later", false);
+  Rec(log, k2, UndoKind::kRestoreOwn, "k2 before", true);
+  REQUIRE(log.stats().records == 2);
+
+  log.Push("sp");
+  REQUIRE(log.depth() == 2);
+  REQUIRE_FALSE(log.TopHas(k1));  // a new level knows nothing of the one below
+  Rec(log, k1, UndoKind::kRestoreOwn, "k1 at sp", true);
+  Rec(log, k1, UndoKind::kRestoreOwn, "k1 later at sp", false);
+  REQUIRE(log.stats().records == 3);
+
+  std::vector<UndoAction> top = Pop(log);
+  REQUIRE(log.depth() == 1);
+  REQUIRE(top.size() == 1);
+  CHECK(top[0].key == k1);
+  CHECK(top[0].kind == UndoKind::kRestoreOwn);
+  CHECK(top[0].before == "k1 at sp");
+
+  std::vector<UndoAction> bottom = Pop(log);
+  REQUIRE(log.depth() == 0);
+  REQUIRE(bottom.size() == 2);
+  auto m = ByKey(bottom);
+  CHECK(m.at({1, 10}).kind == UndoKind::kRemoveHead);
+  CHECK(m.at({1, 10}).before.empty());
+  CHECK(m.at({1, 11}).kind == UndoKind::kRestoreOwn);
+  CHECK(m.at({1, 11}).before == "k2 before");
+  CHECK(log.stats().records == 0);
+}
+
+TEST_CASE("undo log: Forget drops the top entry only", "[undo]") {
+  UndoLog log(nullptr, 0);
+  log.Push("");
+  Rec(log, {2, 5}, UndoKind::kRestoreOwn, "base", true);
+  log.Push("");
+  Rec(log, {2, 5}, UndoKind::kRestoreOwn, "top", true);
+  log.Forget({2, 5});
+  REQUIRE_FALSE(log.TopHas({2, 5}));
+  // Forgotten: the next change records again.
+  Rec(log, {2, 5}, UndoKind::kRestoreOwn, "top again", true);
+  std::vector<UndoAction> top = Pop(log);
+  REQUIRE(top.size() == 1);
+  CHECK(top[0].before == "top again");
+  std::vector<UndoAction> base = Pop(log);
+  REQUIRE(base.size() == 1);
+  CHECK(base[0].before == "base");
+}
+
+TEST_CASE("undo log: release merges into the parent, whose before-image wins", "[undo]") {
+  UndoLog log(nullptr, 0);
+  log.Push("");
+  Rec(log, {1, 1}, UndoKind::kRestoreOwn, "r1 parent", true);
+  Rec(log, {1, 2}, UndoKind::kRemoveHead, {}, true);
+  log.Push("a");
+  Rec(log, {1, 1}, UndoKind::kRestoreOwn, "r1 child", true);    // parent has it: dropped
+  Rec(log, {1, 2}, UndoKind::kRestoreOwn, "r2 child", true);    // parent has it: dropped
+  Rec(log, {1, 3}, UndoKind::kRestoreOwn, "r3 child", true);    // new: moves down
+  Rec(log, {2, 1}, UndoKind::kRemoveHead, {}, true);            // new: moves down
+  REQUIRE(log.stats().records == 6);
+  log.ReleaseTop();
+  REQUIRE(log.depth() == 1);
+  REQUIRE(log.stats().records == 4);
+  REQUIRE(log.TopHas({1, 3}));
+  REQUIRE(log.TopHas({2, 1}));
+
+  // A further level over the merged one: its entries for moved-down records are dropped too.
+  log.Push("b");
+  Rec(log, {1, 3}, UndoKind::kRestoreOwn, "r3 grandchild", true);
+  log.Push("c");
+  Rec(log, {1, 4}, UndoKind::kRestoreOwn, "r4 deepest", true);
+  Rec(log, {1, 3}, UndoKind::kRestoreOwn, "r3 deepest", true);
+  log.ReleaseTop();  // c into b: r3 from b wins, r4 moves down
+  log.ReleaseTop();  // b into base: r3 from base wins, r4 moves down
+  REQUIRE(log.depth() == 1);
+
+  std::vector<UndoAction> acts = Pop(log);
+  REQUIRE(acts.size() == 5);
+  // Removals first (they free the room restores may need), each kind in record order.
+  for (size_t i = 1; i < acts.size(); ++i) {
+    const auto a = std::make_tuple(acts[i - 1].kind != UndoKind::kRemoveHead,
+                                   acts[i - 1].key.table, acts[i - 1].key.rec);
+    const auto b = std::make_tuple(acts[i].kind != UndoKind::kRemoveHead, acts[i].key.table,
+                                   acts[i].key.rec);
+    CHECK(a < b);
+  }
+  auto m = ByKey(acts);
+  CHECK(m.at({1, 1}).kind == UndoKind::kRestoreOwn);
+  CHECK(m.at({1, 1}).before == "r1 parent");
+  CHECK(m.at({1, 2}).kind == UndoKind::kRemoveHead);
+  CHECK(m.at({1, 2}).before.empty());
+  CHECK(m.at({1, 3}).before == "r3 child");
+  CHECK(m.at({1, 4}).before == "r4 deepest");
+  CHECK(m.at({2, 1}).kind == UndoKind::kRemoveHead);
+}
+
+TEST_CASE("undo log: rollback of a middle level after a release", "[undo]") {
+  UndoLog log(nullptr, 0);
+  log.Push("");
+  log.Push("a");
+  Rec(log, {1, 1}, UndoKind::kRestoreOwn, "a1", true);
+  log.Push("");
+  Rec(log, {1, 1}, UndoKind::kRestoreOwn, "s1", true);
+  Rec(log, {1, 2}, UndoKind::kRestoreOwn, "s2", true);
+  log.ReleaseTop();  // statement into a: r1 keeps "a1", r2 moves down with "s2"
+  log.Push("");
+  Rec(log, {1, 3}, UndoKind::kRestoreOwn, "s3", true);
+  std::vector<UndoAction> stmt = Pop(log);  // the last statement fails
+  REQUIRE(stmt.size() == 1);
+  CHECK(stmt[0].before == "s3");
+  std::vector<UndoAction> a = Pop(log);  // rollback to a
+  auto m = ByKey(a);
+  REQUIRE(m.size() == 2);
+  CHECK(m.at({1, 1}).before == "a1");
+  CHECK(m.at({1, 2}).before == "s2");
+  REQUIRE(log.depth() == 1);
+  CHECK(Pop(log).empty());
+}
+
+TEST_CASE("undo log: Find finds the innermost named level, Rename hides one", "[undo]") {
+  UndoLog log(nullptr, 0);
+  log.Push("");     // 0: transaction level
+  log.Push("a");    // 1
+  log.Push("");     // 2: a statement
+  log.Push("b");    // 3
+  log.Push("a");    // 4
+  CHECK(log.Find("a") == 4);
+  CHECK(log.Find("b") == 3);
+  CHECK(log.Find("nope") == -1);
+  CHECK(log.Find("") == -1);  // unnamed levels are never found
+  log.Rename(4, "");
+  CHECK(log.Find("a") == 1);
+  log.Rename(1, "z");
+  CHECK(log.Find("a") == -1);
+  CHECK(log.Find("z") == 1);
+  (void)Pop(log);
+  (void)Pop(log);
+  CHECK(log.Find("b") == -1);
+  CHECK(log.Find("z") == 1);
+}
+
+TEST_CASE("undo log: before-images spill to temp space past the memory limit and read back",
+          "[undo]") {
+  Temp temp;
+  const uint64_t limit = 16 << 10;
+  UndoLog log(temp.ts.get(), limit);
+  std::mt19937_64 rng(42);
+  // Level 0: ~3.5 MB of images of odd sizes, so some straddle the log's 1 MB temp extents.
+  std::map<std::pair<uint32_t, uint64_t>, std::string> base;
+  log.Push("");
+  for (uint64_t r = 0; r < 1400; ++r) {
+    std::string img = Image(rng, 1 + rng() % 5000);
+    const RecKey k{static_cast<uint32_t>(1 + r % 3), r};
+    Rec(log, k, UndoKind::kRestoreOwn, img, true);
+    base[{k.table, k.rec}] = img;
+  }
+  ember::txn::UndoStats st = log.stats();
+  CHECK(st.spilled_bytes > 0);
+  CHECK(st.peak_spilled_bytes >= st.spilled_bytes);
+  CHECK(st.records == 1400);
+  // The memory part stays near the limit; the rest is in temp space.
+  CHECK(st.memory_bytes < (4u << 20));
+  CHECK(temp.ts->stats().bytes_allocated >= st.spilled_bytes);
+  CHECK(temp.ts->stats().bytes_on_disk > 0);  // really in spill files
+
+  // Level 1: more images; rolled back, then a new level overwrites the freed temp space; the
+  // level-0 images must be unaffected.
+  for (int round = 0; round < 3; ++round) {
+    log.Push("");
+    std::map<std::pair<uint32_t, uint64_t>, std::string> top;
+    for (uint64_t r = 0; r < 600; ++r) {
+      std::string img = Image(rng, 1 + rng() % 4000);
+      const RecKey k{7, r * 3 + static_cast<uint64_t>(round)};
+      Rec(log, k, UndoKind::kRestoreOwn, img, true);
+      top[{k.table, k.rec}] = img;
+    }
+    std::vector<UndoAction> acts = Pop(log);
+    REQUIRE(acts.size() == top.size());
+    for (const UndoAction& a : acts) {
+      INFO("round " << round << " record " << a.key.rec);
+      REQUIRE(a.before == top.at({a.key.table, a.key.rec}));
+    }
+  }
+  std::vector<UndoAction> acts = Pop(log);
+  REQUIRE(acts.size() == base.size());
+  for (const UndoAction& a : acts) {
+    INFO("table " << a.key.table << " record " << a.key.rec);
+    REQUIRE(a.kind == UndoKind::kRestoreOwn);
+    REQUIRE(a.before == base.at({a.key.table, a.key.rec}));
+  }
+  // Everything given back to the temp space.
+  CHECK(log.stats().spilled_bytes == 0);
+  CHECK(temp.ts->stats().bytes_allocated == 0);
+}
+
+TEST_CASE("undo log: images that move down on release stay readable across spill", "[undo]") {
+  Temp temp;
+  UndoLog log(temp.ts.get(), 8 << 10);
+  std::mt19937_64 rng(3);
+  std::map<uint64_t, std::string> want;
+  log.Push("");
+  for (uint64_t r = 0; r < 20; ++r) {  // in memory
+    want[r] = Image(rng, 300);
+    Rec(log, {1, r}, UndoKind::kRestoreOwn, want[r], true);
+  }
+  for (int lvl = 0; lvl < 4; ++lvl) {  // nested levels, each spilling
+    log.Push(lvl % 2 ? "n" : "");
+    for (uint64_t r = 0; r < 400; ++r) {
+      const uint64_t rec = 100 + lvl * 1000 + r;
+      std::string img = Image(rng, 1 + rng() % 3000);
+      Rec(log, {1, rec}, UndoKind::kRestoreOwn, img, true);
+      want[rec] = img;
+      // Also a record the base has: its image must be dropped in favour of the base's.
+      Rec(log, {1, r % 20}, UndoKind::kRestoreOwn, "newer image", r >= 20 ? false : true);
+    }
+  }
+  REQUIRE(log.stats().spilled_bytes > 0);
+  while (log.depth() > 1) log.ReleaseTop();
+  std::vector<UndoAction> acts = Pop(log);
+  REQUIRE(acts.size() == want.size());
+  for (const UndoAction& a : acts) {
+    INFO("record " << a.key.rec);
+    REQUIRE(a.before == want.at(a.key.rec));
+  }
+  CHECK(temp.ts->stats().bytes_allocated == 0);
+}
+
+TEST_CASE("undo log: without temp space the memory limit is ignored", "[undo]") {
+  UndoLog log(nullptr, 16);
+  log.Push("");
+  const std::string big(10000, 'x');
+  Rec(log, {1, 1}, UndoKind::kRestoreOwn, big, true);
+  CHECK(log.stats().spilled_bytes == 0);
+  CHECK(log.stats().memory_bytes >= big.size());
+  std::vector<UndoAction> a = Pop(log);
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].before == big);
+}
+
+TEST_CASE("undo log: repeated statements over the same records do not grow the arena",
+          "[undo]") {
+  const bool spill = GENERATE(false, true);
+  INFO("spilling " << spill);
+  Temp temp;
+  UndoLog log(temp.ts.get(), spill ? 1024 : (64 << 20));
+  log.Push("");
+  const std::string img(200, 'i');
+  // The transaction level already holds every record (as after a first statement).
+  for (uint64_t r = 0; r < 500; ++r) Rec(log, {1, r}, UndoKind::kRemoveHead, {}, true);
+  log.Push("sp");
+  for (uint64_t r = 0; r < 500; ++r) Rec(log, {1, r}, UndoKind::kRestoreOwn, img, true);
+
+  ember::txn::UndoStats after_first{};
+  uint64_t temp_after_first = 0;
+  for (int cycle = 0; cycle < 100; ++cycle) {
+    // A statement that changes every record again, then is released into "sp".
+    log.Push("");
+    for (uint64_t r = 0; r < 500; ++r) Rec(log, {1, r}, UndoKind::kRestoreOwn, img, true);
+    log.ReleaseTop();
+    // A statement that fails and is rolled back.
+    log.Push("");
+    for (uint64_t r = 0; r < 500; ++r) Rec(log, {1, r}, UndoKind::kRestoreOwn, img, true);
+    REQUIRE(Pop(log).size() == 500);
+    if (cycle == 0) {
+      after_first = log.stats();
+      temp_after_first = temp.ts->stats().bytes_allocated;
+    }
+  }
+  const ember::txn::UndoStats st = log.stats();
+  CHECK(st.records == 1000);
+  CHECK(st.memory_bytes == after_first.memory_bytes);
+  CHECK(st.spilled_bytes == after_first.spilled_bytes);
+  CHECK(st.peak_memory_bytes == after_first.peak_memory_bytes);
+  CHECK(st.peak_spilled_bytes == after_first.peak_spilled_bytes);
+  CHECK(temp.ts->stats().bytes_allocated == temp_after_first);
+  if (spill) CHECK(st.peak_spilled_bytes > 0);
+  // The images of "sp" are still right after all that reuse.
+  std::vector<UndoAction> sp = Pop(log);
+  REQUIRE(sp.size() == 500);
+  for (const UndoAction& a : sp) REQUIRE(a.before == img);
+}
+
+TEST_CASE("undo log: statements that each also move one image down do not grow the arena",
+          "[undo]") {
+  // Records 0..199 and 1000.. were changed by the transaction before savepoint "sp" (their
+  // heads are its own, so later changes carry before-images). Each statement changes the same
+  // hot records 0..199 (already in "sp" after the first statement) plus one record not yet in
+  // "sp". Only that one image is still referenced after the release; the 200 dropped images of
+  // each statement should be given back, so the arena stays O(records in sp), not
+  // O(statements x hot records).
+  UndoLog log(nullptr, 0);
+  log.Push("");
+  for (uint64_t r = 0; r < 200; ++r) Rec(log, {1, r}, UndoKind::kRemoveHead, {}, true);
+  log.Push("sp");
+  const std::string img(100, 'h');
+  for (uint64_t r = 0; r < 200; ++r) Rec(log, {1, r}, UndoKind::kRestoreOwn, img, true);
+  const uint64_t base = log.stats().memory_bytes;
+  constexpr int kStatements = 300;
+  for (int i = 0; i < kStatements; ++i) {
+    log.Push("");
+    for (uint64_t r = 0; r < 200; ++r) Rec(log, {1, r}, UndoKind::kRestoreOwn, img, true);
+    Rec(log, {1, 1000 + static_cast<uint64_t>(i)}, UndoKind::kRestoreOwn, img, true);
+    log.ReleaseTop();
+  }
+  const ember::txn::UndoStats st = log.stats();
+  CHECK(st.records == 200 + 200 + kStatements);
+  // What "sp" needs: 500 images of 100 bytes plus hash slots. Allow 4x that; a leak of the
+  // dropped images is 300 * 200 * 100 = 6 MB.
+  const uint64_t needed = (200 + kStatements) * img.size() + (200 + kStatements) * 64;
+  INFO("memory " << st.memory_bytes << ", base " << base << ", needed about " << needed);
+  CHECK(st.memory_bytes < base + 4 * needed);
+}
+
+TEST_CASE("undo log: peak statistics cover every state the log was in", "[undo]") {
+  // The peaks must be at least the largest "now" values ever observed, also after the level
+  // that caused them was rolled back (a statement that spilled and failed).
+  const bool spill = GENERATE(false, true);
+  INFO("spilling " << spill);
+  Temp temp;
+  UndoLog log(temp.ts.get(), spill ? 4096 : (64 << 20));
+  std::mt19937_64 rng(9);
+  uint64_t max_mem = 0, max_spilled = 0;
+  auto observe = [&] {
+    const ember::txn::UndoStats s = log.stats();
+    max_mem = std::max(max_mem, s.memory_bytes);
+    max_spilled = std::max(max_spilled, s.spilled_bytes);
+    REQUIRE(s.peak_memory_bytes >= max_mem);
+    REQUIRE(s.peak_spilled_bytes >= max_spilled);
+  };
+  log.Push("");
+  for (uint64_t r = 0; r < 50; ++r) Rec(log, {1, r}, UndoKind::kRemoveHead, {}, true);
+  observe();
+  log.Push("");
+  for (uint64_t r = 0; r < 3000; ++r) {
+    Rec(log, {1, r}, UndoKind::kRestoreOwn, Image(rng, 1000), true);
+    if (r % 100 == 0) observe();
+  }
+  observe();
+  INFO("largest memory seen " << max_mem << ", largest spill seen " << max_spilled);
+  (void)Pop(log);  // the statement fails
+  const ember::txn::UndoStats after = log.stats();
+  CHECK(after.peak_memory_bytes >= max_mem);
+  CHECK(after.peak_spilled_bytes >= max_spilled);
+  if (spill) CHECK(max_spilled >= (2u << 20));
+}
