@@ -1,42 +1,65 @@
-// The B+tree: creation, descent, insert with node splits, remove (see btree.h). Cursors are in
+// The B-link tree: creation, descent with the move-right rule, insert with node splits, remove,
+// and the repair of separators a crash kept from their parent (see btree.h). Cursors are in
 // btree_cursor.cc and the structural check in btree_check.cc.
+//
+// Shape (Lehman and Yao's B-link tree, as Firebird's btr.cpp with its END_BUCKET nodes): every
+// node but the rightmost of its level has a fence (high key, btree_page.h): every key of the node
+// and its subtree is below it, every key of its right sibling at or above it. A split of N gives
+// N the separator as fence and the new right page R N's old fence, before the parent P learns the
+// separator. Every descent that finds its key at or past a node's fence moves right along
+// right_sibling (MoveRight), so a node reachable only through its left sibling's link is found.
+// In a consistent tree a descent never moves right (a split updates N, R and P under latches no
+// reader can pass); it does after a crash that wrote N and R but not P, and such a move is
+// recorded so that the writer that made it posts the missing separator (RepairLinks).
 //
 // Concurrency protocol (one BTree object per tree in a process; page latches are the buffer
 // cache's shared/exclusive frame latches, `tree_mu` is a std::shared_mutex in Impl):
 // - Readers (Seek, Cursor::Next) take no tree lock. They latch-couple down with shared latches
-//   (a parent is released only once its child is latched) and, at the leaf level only, couple
-//   rightwards along right_sibling (leaf held while its right neighbour is latched). A reader
-//   holds at most two latches and never waits for a page above or to the left of one it holds.
+//   (a parent is released only once its child is latched) and couple rightwards along
+//   right_sibling (a node held while its right neighbour is latched) when the key is past a
+//   fence, and at the leaf level when a leaf has nothing more to return. A reader holds at most
+//   two latches and never waits for a page above or to the left of one it holds.
 // - Writers that change one leaf (Remove, and Insert when the entry fits) hold tree_mu shared,
-//   couple down like readers and take the leaf exclusively. They never wait for anything while
-//   holding the leaf.
+//   couple down (and right) like readers and take the leaf exclusively. They never wait for
+//   anything while holding the leaf but its right neighbour.
 // - An Insert that does not fit releases everything and retries holding tree_mu exclusively, so
 //   it is the only writer in the tree and only readers run beside it. It latches its path
-//   exclusively top-down, releasing ancestors as soon as a node below them is "safe" (has room
-//   for one more separator, so a split cannot climb past it). Splits then run bottom-up on
-//   already latched nodes; the only new latches are fresh pages (unreachable, uncontended) and the
-//   right neighbour of a node being split, which is taken while holding that node (left to right,
-//   as readers go) and only after every latch on the levels below has been released, so the
-//   splitter never holds a child of a page it waits for.
+//   exclusively top-down (moving right where a fence says so), releasing ancestors as soon as a
+//   node below them is "safe" (has room for one more entry, so a split cannot climb past it).
+//   The pages its splits may need are allocated first, with no latch held (allocating may evict,
+//   and the dirty pages to write may depend on the very nodes the path holds), then the path is
+//   latched again. Splits run bottom-up on the latched nodes; the only new latches are those
+//   fresh pages' (unreachable, uncontended). A repair runs the same way for an internal entry.
 // Latch order, therefore: tree_mu before any latch; higher level before lower level; within a
 // level, left before right. Nobody waits for a latch against that order.
 //
-// Careful write (architecture.md "Durability"): the new right page R of a split is fully written
-// and released before anything links to it; then AddPrecedence records "R before" the split node
-// N (its right_sibling), N's old right neighbour (its left_sibling) and the parent P (the new
-// separator), all before those pages change; and "N before P", so the parent never reaches disk
-// saying the upper keys live in R while N's old copy still holds them. A root split writes both
-// new children before the root. Edges always point from a lower level to a higher one, or within
-// a level from a newer page to an older one, so they never form a cycle. A page that links to R
-// is never latched by us when AddPrecedence may have to flush R's chain (cycle breaking), since
-// that flush takes shared latches on the chain.
+// Careful write (architecture.md "Durability"). A split of N (level l, parent P) into N and a
+// new right page R records, through BufferCache::AddPrecedence:
+//   R before N   (N's right_sibling names R)
+//   R before P   (P's new separator names R)
+//   N before P   (P must not say "the upper keys live in R" while N's old copy still has them)
+// and PageSpace::Allocate adds "R's PIP before R". N's old right neighbour is not changed: a
+// left_sibling is only a hint naming some page to the left on the same level (the left neighbour
+// when the page was created), never followed, so it cannot dangle. A root split writes the new
+// right child before the new left child (its right_sibling) and both before the root. A repair
+// posting (fence of N -> R) in P records "R before P" and "N before P" (no-ops: both are already
+// on disk). Edges go from a lower level to a higher one, or within a level from a newer page to
+// an older one (R joins the level after N), so they never form a cycle. The crash states these
+// edges allow are: nothing; R alone (unreachable, freed by Validate); R and N (R reachable from
+// N only: the B-link rule reads it, RepairLinks links it); everything. Pages a split or repair
+// changes are marked for transaction 0, so the next commit flush of any transaction writes the
+// whole split: a committed entry in R never reaches disk without the links that make R
+// reachable, even when the transaction that split rolled back or failed its commit.
+// AddPrecedence may have to flush its `first` page's chain at once (cycle breaking), taking
+// shared latches on that chain: R is released before it is named, and N before "N before P" is
+// recorded.
 #include "engine/index/btree.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "engine/index/btree_impl.h"
-#include "engine/util/coding.h"
+#include "engine/page/pip.h"
 
 namespace ember::index {
 
@@ -55,19 +78,35 @@ absl::Status Corrupt(PageNo no, const std::string& what) {
   return absl::DataLossError(absl::StrCat("btree page ", no, ": ", what));
 }
 
-// Position of the first entry >= key.
+// Position of the first entry >= key (binary search over the decoded entries).
 size_t LowerBound(const BtreeNode& node, std::string_view key) {
   auto it = std::lower_bound(node.entries.begin(), node.entries.end(), key,
                              [](const BtreeEntry& e, std::string_view k) { return e.key < k; });
   return static_cast<size_t>(it - node.entries.begin());
 }
 
-// The shortest key s with left < s <= right (suffix truncation): keys between the two halves of
-// a leaf need only be told apart, not stored whole, in the parent. REQUIRES: left < right.
-std::string ShortestSeparator(std::string_view left, std::string_view right) {
+// Decodes the latched page `ref` into `node`; returns the position of its first entry >= key.
+absl::StatusOr<size_t> DecodeAt(const PageRef& ref, uint32_t page_size, std::string_view key,
+                                BtreeNode* node) {
+  if (absl::Status s = page::DecodeBtreePage(ref.data(), page_size, ref.page_no(), node);
+      !s.ok()) {
+    return s;
+  }
+  return LowerBound(*node, key);
+}
+
+size_t CommonPrefix(std::string_view a, std::string_view b) {
+  const size_t n = std::min(a.size(), b.size());
   size_t i = 0;
-  while (i < left.size() && i < right.size() && left[i] == right[i]) ++i;
-  return std::string(right.substr(0, i + 1));
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+// The shortest key s with left < s <= right (suffix truncation): keys between the two halves of
+// a leaf need only be told apart, not stored whole, in the parent. REQUIRES: left < right, so
+// the common prefix is shorter than `right`.
+std::string ShortestSeparator(std::string_view left, std::string_view right) {
+  return std::string(right.substr(0, CommonPrefix(left, right) + 1));
 }
 
 BtreeNode EmptyLike(const BtreeNode& n) {
@@ -78,38 +117,49 @@ BtreeNode EmptyLike(const BtreeNode& n) {
   return out;
 }
 
-// The two halves of an overfull node and the separator between them.
+// The two halves of an overfull node and the separator between them (also the left half's
+// fence; the right half inherits the node's fence). Sibling links are the caller's.
 struct SplitPlan {
   BtreeNode left, right;
   std::string separator;
 };
 
-// Chooses where to split an overfull node (the entry at `inserted` is the new one) so the larger
-// half is as small as possible in bytes. Leaves: left = [0,k), right = [k,n). Internal: left =
-// [0,k), entry k moves up (its child becomes right's low_page), right = (k,n).
-size_t ChooseSplit(const BtreeNode& node, size_t inserted) {
+// Chooses where to split an overfull node (the entry at `inserted` is the new one): leaves,
+// left = [0,k) and right = [k,n); internal, left = [0,k), entry k moves up (its child becomes
+// right's low_page) and right = (k,n). Each half is sized with its fence: the separator for the
+// left, the node's own fence for the right. Appending at the right end of a level (ascending
+// loads) leaves the left page full when it fits; otherwise the larger half is made as small as
+// possible. Returns 0 when no split point makes both halves fit, which BtreeMaxKeySize rules
+// out: with entries of at most E = 12 + K bytes and fences of at most 2 + K, a page holding four
+// entries and a fence leaves a window of at least E bytes of split points where both halves fit.
+size_t ChooseSplit(const BtreeNode& node, size_t inserted, uint32_t page_size) {
   const size_t n = node.entries.size();
   const bool internal = !node.leaf();
-  // Appending at the right end of a level (ascending loads): leave the left page full.
-  if (inserted + 1 == n && node.right_sibling == page::kNoPage && n >= 2) return n - 1;
-  std::vector<size_t> packed(n), sum(n + 1, 0);
-  std::string_view prev;
+  const auto& e = node.entries;
+  std::vector<size_t> sum(n + 1, 0);  // encoded bytes of entries [0, i) as they sit now
   for (size_t i = 0; i < n; ++i) {
-    packed[i] = page::BtreeEntrySize(prev, node.entries[i].key);
-    sum[i + 1] = sum[i] + packed[i];
-    prev = node.entries[i].key;
+    sum[i + 1] =
+        sum[i] + page::BtreeEntrySize(i > 0 ? std::string_view(e[i - 1].key) : "", e[i].key);
   }
-  // Bytes of entries [from, n) once `from` is the first entry of a page.
-  auto tail = [&](size_t from) -> size_t {
-    if (from >= n) return 0;
-    return page::bt::kEntryOverhead + node.entries[from].key.size() + sum[n] - sum[from + 1];
+  const size_t right_fence = node.fence ? page::bt::kFenceOverhead + node.fence->size() : 0;
+  auto left_bytes = [&](size_t k) {
+    const size_t sep = internal ? e[k].key.size() : CommonPrefix(e[k - 1].key, e[k].key) + 1;
+    return page::kBtreeHeaderSize + sum[k] + page::bt::kFenceOverhead + sep;
   };
-  const size_t lo = 1;
-  const size_t hi = internal ? n - 2 : n - 1;
-  size_t best_k = lo, best = SIZE_MAX;
-  for (size_t k = lo; k <= hi && k < n; ++k) {
-    const size_t worst = std::max(sum[k], tail(internal ? k + 1 : k));
-    if (worst < best) {
+  auto right_bytes = [&](size_t k) {
+    const size_t from = internal ? k + 1 : k;  // the right half's first entry, stored whole
+    const size_t entries =
+        from >= n ? 0 : page::bt::kEntryOverhead + e[from].key.size() + sum[n] - sum[from + 1];
+    return page::kBtreeHeaderSize + right_fence + entries;
+  };
+  if (inserted + 1 == n && node.right_sibling == page::kNoPage && n >= 2 &&
+      left_bytes(n - 1) <= page_size && right_bytes(n - 1) <= page_size) {
+    return n - 1;
+  }
+  size_t best_k = 0, best = SIZE_MAX;
+  for (size_t k = 1; k < n; ++k) {
+    const size_t worst = std::max(left_bytes(k), right_bytes(k));
+    if (worst <= page_size && worst < best) {
       best = worst;
       best_k = k;
     }
@@ -120,14 +170,14 @@ size_t ChooseSplit(const BtreeNode& node, size_t inserted) {
 // A node can be split when each half keeps at least one entry (internal: plus the one moving up).
 bool CanSplit(const BtreeNode& node) { return node.entries.size() >= (node.leaf() ? 2u : 3u); }
 
-// REQUIRES: CanSplit(node). Consumes node's entries.
-SplitPlan PlanSplit(BtreeNode& node, size_t inserted) {
-  const size_t k = ChooseSplit(node, inserted);
+// Splits at `k` (from ChooseSplit). Consumes node's entries.
+SplitPlan PlanSplit(BtreeNode& node, size_t k) {
   SplitPlan p{EmptyLike(node), EmptyLike(node), {}};
   auto& e = node.entries;
   if (node.leaf()) {
     p.separator = ShortestSeparator(e[k - 1].key, e[k].key);
-    p.right.entries.assign(std::make_move_iterator(e.begin() + k), std::make_move_iterator(e.end()));
+    p.right.entries.assign(std::make_move_iterator(e.begin() + k),
+                           std::make_move_iterator(e.end()));
   } else {
     p.separator = std::move(e[k].key);
     p.right.low_page = static_cast<PageNo>(e[k].value);
@@ -137,18 +187,19 @@ SplitPlan PlanSplit(BtreeNode& node, size_t inserted) {
   e.resize(k);
   p.left.entries = std::move(e);
   p.left.low_page = node.low_page;
+  p.left.fence = p.separator;
+  p.right.fence = node.fence;
   return p;
 }
 
-bool Fits(const BtreeNode& n, uint32_t page_size) { return page::BtreeEncodedSize(n) <= page_size; }
-
-// Initialises, fills, marks and releases a freshly allocated page.
-absl::Status WriteNewPage(PageRef& ref, const BtreeNode& node, uint32_t page_size, uint64_t txn) {
+// Initialises, fills, marks (for the engine: a split's pages) and releases a fresh page.
+absl::Status WriteNewPage(PageRef& ref, const BtreeNode& node, uint32_t page_size) {
   page::InitPage(ref.data(), page_size, page::PageType::kBtree, ref.page_no());
   if (!page::EncodeBtreePage(node, ref.data(), page_size)) {
-    return absl::InternalError(absl::StrCat("btree page ", ref.page_no(), ": split half does not fit"));
+    return absl::InternalError(
+        absl::StrCat("btree page ", ref.page_no(), ": split half does not fit"));
   }
-  ref.Mark(txn);
+  ref.Mark(0);
   ref.Release();
   return absl::OkStatus();
 }
@@ -169,9 +220,47 @@ absl::StatusOr<PageRef> BTree::Impl::FetchNode(PageNo no, LatchMode mode, int ex
   return r;
 }
 
+absl::StatusOr<PageRef> BTree::Impl::FetchRoot(LatchMode mode, BtreeHeader* h) const {
+  absl::StatusOr<PageRef> r = FetchNode(root, mode, -1, h);
+  if (r.ok() && (h->left_sibling != page::kNoPage || h->right_sibling != page::kNoPage)) {
+    return Corrupt(root, absl::StrCat("the root has siblings ", h->left_sibling, " and ",
+                                      h->right_sibling));
+  }
+  return r;
+}
+
+absl::Status BTree::Impl::MoveRight(const Bound& b, LatchMode mode, PageRef* page, BtreeHeader* h,
+                                    std::string* lower, bool* has_lower,
+                                    std::vector<MissingLink>* moved) const {
+  for (;;) {
+    if (!h->has_fence()) return absl::OkStatus();
+    const std::string_view fence = page::BtreeFence(page->data(), page_size, *h);
+    if (!b.infinite) {
+      const int c = b.key.compare(fence);
+      if (c < 0 || (c == 0 && !b.inclusive)) return absl::OkStatus();
+    }
+    std::string passed(fence);
+    const PageNo from = page->page_no();
+    BtreeHeader nh;
+    absl::StatusOr<PageRef> next = FetchNode(h->right_sibling, mode, h->level, &nh);
+    if (!next.ok()) return next.status();
+    if (nh.has_fence() && !(page::BtreeFence(next->data(), page_size, nh) > passed)) {
+      return Corrupt(next->page_no(),
+                     absl::StrCat("fence not above the fence of its left sibling ", from));
+    }
+    if (moved) moved->push_back(MissingLink{h->level, passed, from, next->page_no()});
+    *page = std::move(*next);  // releases the left page now that its neighbour is latched
+    *h = nh;
+    if (has_lower) *has_lower = true;
+    if (lower) *lower = std::move(passed);
+  }
+}
+
 absl::Status BTree::Impl::PickChild(const uint8_t* data, PageNo no, const BtreeHeader& h,
                                     const Bound& b, PageNo* child, std::string* lower,
                                     bool* has_lower) const {
+  // Entries are prefix compressed, so they are decoded in order; the walk stops at the first
+  // separator past the bound.
   page::BtreeEntryReader r(data, page_size, no);
   PageNo pick = h.low_page;
   bool picked = false;
@@ -191,17 +280,18 @@ absl::Status BTree::Impl::PickChild(const uint8_t* data, PageNo no, const BtreeH
 }
 
 absl::StatusOr<PageRef> BTree::Impl::DescendToLeaf(const Bound& b, LatchMode mode,
-                                                   std::string* lower, bool* has_lower) const {
+                                                   std::string* lower, bool* has_lower,
+                                                   std::vector<MissingLink>* moved) const {
   for (int attempt = 0;; ++attempt) {
     if (has_lower) *has_lower = false;
     BtreeHeader h;
-    absl::StatusOr<PageRef> cur = FetchNode(root, LatchMode::kShared, -1, &h);
+    absl::StatusOr<PageRef> cur = FetchRoot(LatchMode::kShared, &h);
     if (!cur.ok()) return cur.status();
     if (h.leaf() && mode == LatchMode::kExclusive) {
       // A leaf root: relatch it exclusively. It can only have become internal meanwhile if a
       // root split ran, which needs tree_mu exclusive; go round again if so.
       cur->Release();
-      cur = FetchNode(root, LatchMode::kExclusive, -1, &h);
+      cur = FetchRoot(LatchMode::kExclusive, &h);
       if (!cur.ok()) return cur.status();
       if (!h.leaf()) {
         if (attempt > 1000) return absl::InternalError("btree: root keeps changing level");
@@ -209,7 +299,13 @@ absl::StatusOr<PageRef> BTree::Impl::DescendToLeaf(const Bound& b, LatchMode mod
       }
     }
     PageRef page = std::move(*cur);
-    while (!h.leaf()) {
+    for (;;) {
+      if (absl::Status s = MoveRight(b, h.leaf() ? mode : LatchMode::kShared, &page, &h, lower,
+                                     has_lower, moved);
+          !s.ok()) {
+        return s;
+      }
+      if (h.leaf()) return page;
       PageNo child;
       if (absl::Status s = PickChild(page.data(), page.page_no(), h, b, &child, lower, has_lower);
           !s.ok()) {
@@ -222,7 +318,6 @@ absl::StatusOr<PageRef> BTree::Impl::DescendToLeaf(const Bound& b, LatchMode mod
       page = std::move(*c);  // releases the parent now that the child is latched
       h = ch;
     }
-    return page;
   }
 }
 
@@ -236,106 +331,171 @@ absl::StatusOr<PageNo> BTree::Create(cache::BufferCache* cache, cache::PageSpace
   BtreeNode leaf;
   leaf.relation_id = relation_id;
   leaf.index_id = index_id;
-  if (absl::Status s = WriteNewPage(*r, leaf, cache->page_size(), txn); !s.ok()) return s;
+  page::InitPage(r->data(), cache->page_size(), page::PageType::kBtree, no);
+  if (!page::EncodeBtreePage(leaf, r->data(), cache->page_size())) {
+    return absl::InternalError(absl::StrCat("btree page ", no, ": empty root does not fit"));
+  }
+  r->Mark(txn);
   return no;
 }
 
 BTree::BTree(cache::BufferCache* cache, cache::PageSpace* space, PageNo root)
-    : cache_(cache), space_(space), root_(root), impl_(std::make_unique<Impl>(cache, space, root)) {}
+    : cache_(cache),
+      space_(space),
+      root_(root),
+      impl_(std::make_unique<Impl>(cache, space, root)) {}
 
 BTree::~BTree() = default;
 
+namespace {
+
+absl::Status CheckKeySize(const char* op, std::string_view key, uint32_t max_key) {
+  if (key.size() <= max_key) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("btree ", op, ": key of ", key.size(),
+                                                 " bytes exceeds the maximum of ", max_key));
+}
+
+}  // namespace
+
+// Under tree_mu shared: the leaf for `key`, latched exclusively, decoded; `edit(node, pos)`
+// (pos: the first entry >= key) changes it or returns an error. Returns whether the changed node
+// fit the page (then it is written and marked for `txn`) or the error.
+absl::StatusOr<bool> BTree::Impl::EditLeaf(std::string_view key, uint64_t txn,
+                                           std::vector<MissingLink>* moved,
+                                           const LeafEdit& edit) const {
+  absl::StatusOr<PageRef> leaf =
+      DescendToLeaf(Bound{key}, LatchMode::kExclusive, nullptr, nullptr, moved);
+  if (!leaf.ok()) return leaf.status();
+  BtreeNode node;
+  absl::StatusOr<size_t> pos = DecodeAt(*leaf, page_size, key, &node);
+  if (!pos.ok()) return pos.status();
+  if (absl::Status s = edit(node, *pos, leaf->page_no()); !s.ok()) return s;
+  if (!page::EncodeBtreePage(node, leaf->data(), page_size)) return false;
+  leaf->Mark(txn);
+  return true;
+}
+
 absl::Status BTree::Insert(std::string_view key, uint64_t value, uint64_t txn) {
-  if (key.size() > impl_->max_key) {
-    return absl::InvalidArgumentError(absl::StrCat("btree insert: key of ", key.size(),
-                                                   " bytes exceeds the maximum of ", impl_->max_key));
-  }
+  if (absl::Status s = CheckKeySize("insert", key, impl_->max_key); !s.ok()) return s;
+  std::vector<MissingLink> moved;
+  absl::StatusOr<bool> fit;
   {
     std::shared_lock<std::shared_mutex> tree(impl_->tree_mu);
-    absl::StatusOr<PageRef> leaf = impl_->DescendToLeaf(Bound{key}, LatchMode::kExclusive, nullptr, nullptr);
-    if (!leaf.ok()) return leaf.status();
-    BtreeNode node;
-    if (absl::Status s = page::DecodeBtreePage(leaf->data(), impl_->page_size, leaf->page_no(), &node);
-        !s.ok()) {
-      return s;
-    }
-    const size_t pos = LowerBound(node, key);
-    if (pos < node.entries.size() && node.entries[pos].key == key) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("btree insert: key already present in page ", leaf->page_no()));
-    }
-    node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::string(key), value});
-    if (page::EncodeBtreePage(node, leaf->data(), impl_->page_size)) {
-      leaf->Mark(txn);
+    fit = impl_->EditLeaf(key, txn, &moved, [&](BtreeNode& node, size_t pos, PageNo no) {
+      if (pos < node.entries.size() && node.entries[pos].key == key) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("btree insert: key already present in page ", no));
+      }
+      node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::string(key), value});
       return absl::OkStatus();
-    }
+    });
   }
-  std::unique_lock<std::shared_mutex> tree(impl_->tree_mu);
-  return impl_->InsertSplitting(key, value, txn);
+  absl::Status result = fit.status();
+  if (fit.ok() && !*fit) {
+    std::unique_lock<std::shared_mutex> tree(impl_->tree_mu);
+    result = impl_->InsertSplitting(key, value, txn, &moved);
+  }
+  if (!moved.empty()) impl_->RepairLinks(std::move(moved));
+  return result;
 }
 
 absl::Status BTree::Remove(std::string_view key, uint64_t txn) {
-  if (key.size() > impl_->max_key) {
-    return absl::InvalidArgumentError(absl::StrCat("btree remove: key of ", key.size(),
-                                                   " bytes exceeds the maximum of ", impl_->max_key));
+  if (absl::Status s = CheckKeySize("remove", key, impl_->max_key); !s.ok()) return s;
+  std::vector<MissingLink> moved;
+  absl::StatusOr<bool> fit;
+  PageNo leaf_no = page::kNoPage;
+  {
+    std::shared_lock<std::shared_mutex> tree(impl_->tree_mu);
+    fit = impl_->EditLeaf(key, txn, &moved, [&](BtreeNode& node, size_t pos, PageNo no) {
+      leaf_no = no;
+      if (pos == node.entries.size() || node.entries[pos].key != key) {
+        return absl::NotFoundError(absl::StrCat("btree remove: key not in page ", no));
+      }
+      node.entries.erase(node.entries.begin() + pos);
+      return absl::OkStatus();
+    });
   }
-  std::shared_lock<std::shared_mutex> tree(impl_->tree_mu);
-  absl::StatusOr<PageRef> leaf = impl_->DescendToLeaf(Bound{key}, LatchMode::kExclusive, nullptr, nullptr);
-  if (!leaf.ok()) return leaf.status();
-  BtreeNode node;
-  if (absl::Status s = page::DecodeBtreePage(leaf->data(), impl_->page_size, leaf->page_no(), &node);
-      !s.ok()) {
-    return s;
-  }
-  const size_t pos = LowerBound(node, key);
-  if (pos == node.entries.size() || node.entries[pos].key != key) {
-    return absl::NotFoundError(absl::StrCat("btree remove: key not in page ", leaf->page_no()));
-  }
-  node.entries.erase(node.entries.begin() + pos);
+  if (!moved.empty()) impl_->RepairLinks(std::move(moved));
+  if (!fit.ok()) return fit.status();
   // Removing an entry never grows the page (the next key's prefix can shrink by at most the
   // removed entry's own size), so this always fits.
-  if (!page::EncodeBtreePage(node, leaf->data(), impl_->page_size)) {
-    return absl::InternalError(absl::StrCat("btree page ", leaf->page_no(), ": grew on remove"));
-  }
-  leaf->Mark(txn);
+  if (!*fit) return absl::InternalError(absl::StrCat("btree page ", leaf_no, ": grew on remove"));
   return absl::OkStatus();
 }
 
-// ---------------------------------------------------------------- splits
+// ---------------------------------------------------------------- splits and repairs
 
-// State of one insert that splits, under tree_mu exclusive.
+// One insert of an entry at `level` (0: a leaf entry; above: a separator being repaired) under
+// tree_mu exclusive, splitting nodes bottom-up as needed. A split that fails after the one below
+// it completed (no frame for its new page: an I/O error evicting) leaves the tree correct: the
+// lower split's new page is linked from its left sibling only, as after a crash, and the next
+// writer that passes posts its separator.
 class BTree::Impl::Splitter {
  public:
-  Splitter(BTree::Impl* t, uint64_t txn) : t_(t), txn_(txn) {}
+  Splitter(BTree::Impl* t, uint64_t txn, std::vector<MissingLink>* moved)
+      : t_(t), txn_(txn), moved_(moved) {}
 
-  absl::Status Run(std::string_view key, uint64_t value);
+  // Inserts `key` -> `value` at `level`. With `link` (a repair, level > 0), posts it only if it
+  // is still missing: the child the node gives for `key` must have `key` as its fence and
+  // link->right as its right sibling; otherwise (already posted, or the tree moved on) it is OK
+  // and does nothing.
+  absl::Status Run(std::string_view key, uint64_t value, uint8_t level, const MissingLink* link);
 
  private:
+  // Run's work; Run then releases the latches and frees the fresh pages no split used.
+  absl::Status RunLatched(std::string_view key, uint64_t value, uint8_t level,
+                          const MissingLink* link);
+  // An upper bound on the pages the splits of path_ need once `target` (the target node with
+  // the new entry) is written: one per node that may split, two for the root.
+  size_t PagesNeeded(const BtreeNode& target) const;
+  // A page for a split: one allocated before the path was latched, else a new allocation.
+  absl::StatusOr<PageRef> NewPage();
+  // Latches the path from the highest node that may change down to the node of `level` for
+  // `key`, exclusively (path_).
+  absl::Status LatchPath(std::string_view key, uint8_t level);
+  // For a repair: the child of `node` (latched; its entry `pos` is the first >= link.fence)
+  // that links to link.right without a separator in `node`, or kNoPage when there is none.
+  absl::StatusOr<PageNo> LinkingChild(const BtreeNode& node, size_t pos, const MissingLink& link);
   // Splits path_[i] (whose new content `node` does not fit) into itself and a new right page,
-  // releasing path_[i] and every latch it took. Returns the separator and the new page for the
-  // parent path_[i - 1].
+  // releasing path_[i]. Returns the separator and the new page for the parent path_[i - 1].
   absl::Status SplitNode(size_t i, BtreeNode& node, size_t inserted, std::string* separator,
                          PageNo* right);
   // Moves the root's content (`node`, which does not fit) into two new children, the root
   // becoming an internal node one level up over them. The root keeps its page number.
   absl::Status SplitRoot(PageRef& root, BtreeNode& node, size_t inserted);
+  // ChooseSplit + PlanSplit, with the errors of a node that cannot be split.
+  absl::StatusOr<SplitPlan> Plan(PageNo no, BtreeNode& node, size_t inserted) const;
 
   BTree::Impl* t_;
   uint64_t txn_;
-  // Exclusive latches from the highest node that may change down to the leaf.
+  std::vector<MissingLink>* moved_;
+  // Exclusive latches from the highest node that may change down to the target node.
   std::vector<PageRef> path_;
+  // Pages allocated (unreachable, unwritten) before path_ was latched, for the splits.
+  std::vector<PageNo> fresh_;
   // A failure to record "split node before parent" does not undo the split (the tree is
   // consistent in memory); it is reported once the insert is done.
   absl::Status deferred_;
 };
 
-absl::Status BTree::Impl::Splitter::Run(std::string_view key, uint64_t value) {
+absl::Status BTree::Impl::Splitter::LatchPath(std::string_view key, uint8_t level) {
   const size_t safe_room = page::bt::kEntryOverhead + t_->max_key;
   BtreeHeader h;
-  absl::StatusOr<PageRef> r = t_->FetchNode(t_->root, LatchMode::kExclusive, -1, &h);
+  absl::StatusOr<PageRef> r = t_->FetchRoot(LatchMode::kExclusive, &h);
   if (!r.ok()) return r.status();
+  if (h.level < level) return Corrupt(t_->root, "tree lower than a node found in it");
   path_.push_back(std::move(*r));
-  while (!h.leaf()) {
+  for (;;) {
+    if (absl::Status s = t_->MoveRight(Bound{key}, LatchMode::kExclusive, &path_.back(), &h,
+                                       nullptr, nullptr, moved_);
+        !s.ok()) {
+      return s;
+    }
+    // A node with room for one more entry absorbs any split below it: its ancestors can go.
+    if (path_.size() > 1 && h.free_space(t_->page_size) >= safe_room) {
+      path_.erase(path_.begin(), path_.end() - 1);
+    }
+    if (h.level == level) return absl::OkStatus();
     PageNo child;
     if (absl::Status s = t_->PickChild(path_.back().data(), path_.back().page_no(), h, Bound{key},
                                        &child, nullptr, nullptr);
@@ -345,31 +505,122 @@ absl::Status BTree::Impl::Splitter::Run(std::string_view key, uint64_t value) {
     BtreeHeader ch;
     absl::StatusOr<PageRef> c = t_->FetchNode(child, LatchMode::kExclusive, h.level - 1, &ch);
     if (!c.ok()) return c.status();
-    // An internal child with room for one more separator absorbs any split below it.
-    if (!ch.leaf() && t_->page_size - ch.data_end >= safe_room) path_.clear();
     path_.push_back(std::move(*c));
     h = ch;
   }
+}
 
-  BtreeNode node;
-  PageRef& leaf = path_.back();
-  if (absl::Status s = page::DecodeBtreePage(leaf.data(), t_->page_size, leaf.page_no(), &node);
-      !s.ok()) {
+absl::StatusOr<PageNo> BTree::Impl::Splitter::LinkingChild(const BtreeNode& node, size_t pos,
+                                                           const MissingLink& link) {
+  const PageNo child = pos == 0 ? node.low_page : static_cast<PageNo>(node.entries[pos - 1].value);
+  BtreeHeader ch;
+  absl::StatusOr<PageRef> c = t_->FetchNode(child, LatchMode::kShared, node.level - 1, &ch);
+  if (!c.ok()) return c.status();
+  const bool links = ch.right_sibling == link.right &&
+                     page::BtreeFence(c->data(), t_->page_size, ch) == link.fence;
+  return links ? child : page::kNoPage;
+}
+
+absl::Status BTree::Impl::Splitter::Run(std::string_view key, uint64_t value, uint8_t level,
+                                        const MissingLink* link) {
+  absl::Status s = RunLatched(key, value, level, link);
+  path_.clear();
+  // Pages allocated for splits that did not happen go back: nothing links to them.
+  for (PageNo no : fresh_) {
+    if (absl::Status f = t_->space->Free(no, 0); !f.ok() && s.ok()) s = f;
+  }
+  fresh_.clear();
+  return s;
+}
+
+size_t BTree::Impl::Splitter::PagesNeeded(const BtreeNode& target) const {
+  const size_t safe_room = page::bt::kEntryOverhead + t_->max_key;
+  size_t need = 0;
+  for (size_t i = path_.size(); i-- > 0;) {
+    bool splits;
+    if (i + 1 == path_.size()) {
+      splits = page::BtreeEncodedSize(target) > t_->page_size;
+    } else {
+      BtreeHeader h;
+      splits =
+          !page::ReadBtreeHeader(path_[i].data(), t_->page_size, path_[i].page_no(), &h).ok() ||
+          h.free_space(t_->page_size) < safe_room;
+    }
+    if (!splits) break;
+    need += path_[i].page_no() == t_->root ? 2 : 1;
+  }
+  return need;
+}
+
+absl::StatusOr<PageRef> BTree::Impl::Splitter::NewPage() {
+  if (fresh_.empty()) return t_->space->Allocate(0);  // PagesNeeded is an upper bound: unused
+  const PageNo no = fresh_.back();
+  fresh_.pop_back();
+  // Usually still resident (clean and zero), so no eviction happens under our latches.
+  absl::StatusOr<PageRef> p = t_->cache->FetchNew(no);
+  if (!p.ok()) return p.status();
+  // FetchNew forgets the page's prerequisites: "its PIP before it" again (PageSpace::Allocate).
+  const uint32_t ps = t_->page_size;
+  const PageNo pip = page::PipPageNo(no / page::PagesPerPip(ps), ps);
+  if (absl::Status s = t_->cache->AddPrecedence(*p, pip); !s.ok()) {
     return s;
   }
-  size_t pos = LowerBound(node, key);
-  if (pos < node.entries.size() && node.entries[pos].key == key) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("btree insert: key already present in page ", leaf.page_no()));
-  }
-  node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::string(key), value});
+  return p;
+}
 
+absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t value,
+                                               uint8_t level, const MissingLink* link) {
+  BtreeNode node;
+  size_t pos;
+  PageNo link_child = page::kNoPage;  // a repair: the child that links to link->right
+  for (int attempt = 0;; ++attempt) {
+    if (absl::Status s = LatchPath(key, level); !s.ok()) return s;
+    PageRef& target = path_.back();
+    absl::StatusOr<size_t> at = DecodeAt(target, t_->page_size, key, &node);
+    if (!at.ok()) return at.status();
+    pos = *at;
+    if (pos < node.entries.size() && node.entries[pos].key == key) {
+      if (link) return absl::OkStatus();  // posted meanwhile
+      return absl::AlreadyExistsError(
+          absl::StrCat("btree insert: key already present in page ", target.page_no()));
+    }
+    if (link) {
+      absl::StatusOr<PageNo> child = LinkingChild(node, pos, *link);
+      if (!child.ok() || *child == page::kNoPage) return child.status();
+      link_child = *child;
+    }
+    node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::string(key), value});
+    // The pages the splits need are allocated with no latch held: allocating may have to evict,
+    // and a dirty page can only be written once the pages it depends on are, which may be the
+    // very nodes on our path (every leaf depends on its right neighbour until that is written,
+    // so in an ascending load every dirty leaf waits for the one being split). The tree cannot
+    // change while we hold tree_mu exclusively, so the second attempt has its pages.
+    const size_t need = PagesNeeded(node);
+    if (fresh_.size() >= need || attempt > 0) break;
+    path_.clear();
+    while (fresh_.size() < need) {
+      absl::StatusOr<PageRef> p = t_->space->Allocate(0);
+      if (!p.ok()) return p.status();
+      // Only the number is kept: holding the latch while latching the path would take a new
+      // page's latch before its parent's, against the order everyone else uses.
+      fresh_.push_back(p->page_no());
+    }
+  }
+  if (link) {
+    // Both are on disk already (a crash left them), so these are no-ops unless they changed.
+    if (absl::Status s = t_->cache->AddPrecedence(path_.back(), link->right); !s.ok()) return s;
+    if (absl::Status s = t_->cache->AddPrecedence(path_.back(), link_child); !s.ok()) return s;
+  }
+
+  // A leaf entry that fits is the transaction's change; everything else is structural.
+  uint64_t mark_for = link ? 0 : txn_;
   for (size_t i = path_.size() - 1;; --i) {
     PageRef& ref = path_[i];
     if (page::EncodeBtreePage(node, ref.data(), t_->page_size)) {
-      ref.Mark(txn_);
+      ref.Mark(mark_for);
       return deferred_;
     }
+    mark_for = 0;
     if (ref.page_no() == t_->root) {
       if (absl::Status s = SplitRoot(ref, node, pos); !s.ok()) return s;
       return deferred_;
@@ -383,11 +634,9 @@ absl::Status BTree::Impl::Splitter::Run(std::string_view key, uint64_t value) {
     if (absl::Status s = SplitNode(i, node, pos, &separator, &right); !s.ok()) return s;
     // Post the separator in the parent.
     PageRef& parent = path_[i - 1];
-    if (absl::Status s = page::DecodeBtreePage(parent.data(), t_->page_size, parent.page_no(), &node);
-        !s.ok()) {
-      return s;
-    }
-    pos = LowerBound(node, separator);
+    absl::StatusOr<size_t> at = DecodeAt(parent, t_->page_size, separator, &node);
+    if (!at.ok()) return at.status();
+    pos = *at;
     if (pos < node.entries.size() && node.entries[pos].key == separator) {
       return Corrupt(parent.page_no(), "separator of a split child already present");
     }
@@ -395,59 +644,49 @@ absl::Status BTree::Impl::Splitter::Run(std::string_view key, uint64_t value) {
   }
 }
 
+absl::StatusOr<SplitPlan> BTree::Impl::Splitter::Plan(PageNo no, BtreeNode& node,
+                                                      size_t inserted) const {
+  if (!CanSplit(node)) return Corrupt(no, "overfull with too few entries to split");
+  const size_t k = ChooseSplit(node, inserted, t_->page_size);
+  if (k == 0) return absl::InternalError(absl::StrCat("btree page ", no, ": no split point fits"));
+  return PlanSplit(node, k);
+}
+
 absl::Status BTree::Impl::Splitter::SplitNode(size_t i, BtreeNode& node, size_t inserted,
-                                 std::string* separator, PageNo* right_no) {
+                                              std::string* separator, PageNo* right_no) {
   const uint32_t ps = t_->page_size;
   PageRef& n = path_[i];
   PageRef& parent = path_[i - 1];
   const PageNo n_no = n.page_no();
+  const PageNo left_no = node.left_sibling;
   const PageNo old_right_no = node.right_sibling;
-  const uint8_t level = node.level;
-  if (!CanSplit(node)) return Corrupt(n_no, "overfull with too few entries to split");
-  SplitPlan plan = PlanSplit(node, inserted);
-  if (!Fits(plan.left, ps) || !Fits(plan.right, ps)) {
-    return absl::InternalError(absl::StrCat("btree page ", n_no, ": no split point fits"));
-  }
+  absl::StatusOr<SplitPlan> plan = Plan(n_no, node, inserted);
+  if (!plan.ok()) return plan.status();
 
   // Everything that can fail for want of a page comes before the first change.
-  PageRef old_right;
-  if (old_right_no != page::kNoPage) {
-    BtreeHeader rh;
-    absl::StatusOr<PageRef> r = t_->FetchNode(old_right_no, LatchMode::kExclusive, level, &rh);
-    if (!r.ok()) return r.status();
-    old_right = std::move(*r);
-  }
-  absl::StatusOr<PageRef> rr = t_->space->Allocate(txn_);
+  absl::StatusOr<PageRef> rr = NewPage();
   if (!rr.ok()) return rr.status();
   const PageNo r_no = rr->page_no();
-  plan.right.left_sibling = n_no;
-  plan.right.right_sibling = old_right_no;
+  plan->right.left_sibling = n_no;
+  plan->right.right_sibling = old_right_no;
   // Released before anything links to it: nobody can reach it yet, and a cycle-breaking flush
   // in AddPrecedence below may need to latch it.
-  if (absl::Status s = WriteNewPage(*rr, plan.right, ps, txn_); !s.ok()) return s;
+  if (absl::Status s = WriteNewPage(*rr, plan->right, ps); !s.ok()) return s;
 
   cache::BufferCache* c = t_->cache;
   if (absl::Status s = c->AddPrecedence(n, r_no); !s.ok()) return s;
-  if (old_right) {
-    if (absl::Status s = c->AddPrecedence(old_right, r_no); !s.ok()) return s;
-  }
   if (absl::Status s = c->AddPrecedence(parent, r_no); !s.ok()) return s;
 
-  plan.left.left_sibling = node.left_sibling;
-  plan.left.right_sibling = r_no;
-  if (!page::EncodeBtreePage(plan.left, n.data(), ps)) {
+  plan->left.left_sibling = left_no;
+  plan->left.right_sibling = r_no;
+  if (!page::EncodeBtreePage(plan->left, n.data(), ps)) {
     return absl::InternalError(absl::StrCat("btree page ", n_no, ": split half does not fit"));
   }
-  n.Mark(txn_);
-  if (old_right) {
-    util::Put32(old_right.data() + page::bt::kLeftSibling, r_no);
-    old_right.Mark(txn_);
-    old_right.Release();
-  }
+  n.Mark(0);
   n.Release();
   // N is released so that a cycle-breaking flush of N's chain cannot wait for our own latch.
   if (absl::Status s = c->AddPrecedence(parent, n_no); !s.ok() && deferred_.ok()) deferred_ = s;
-  *separator = std::move(plan.separator);
+  *separator = std::move(plan->separator);
   *right_no = r_no;
   return absl::OkStatus();
 }
@@ -456,39 +695,52 @@ absl::Status BTree::Impl::Splitter::SplitRoot(PageRef& root, BtreeNode& node, si
   const uint32_t ps = t_->page_size;
   if (node.level == UINT8_MAX) return Corrupt(root.page_no(), "tree too deep to split the root");
   const uint8_t level = node.level;
-  if (!CanSplit(node)) return Corrupt(root.page_no(), "overfull with too few entries to split");
-  SplitPlan plan = PlanSplit(node, inserted);
-  if (!Fits(plan.left, ps) || !Fits(plan.right, ps)) {
-    return absl::InternalError(absl::StrCat("btree page ", root.page_no(), ": no split point fits"));
-  }
-  absl::StatusOr<PageRef> lr = t_->space->Allocate(txn_);
+  absl::StatusOr<SplitPlan> plan = Plan(root.page_no(), node, inserted);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<PageRef> lr = NewPage();
   if (!lr.ok()) return lr.status();
-  absl::StatusOr<PageRef> rr = t_->space->Allocate(txn_);
+  absl::StatusOr<PageRef> rr = NewPage();
   if (!rr.ok()) return rr.status();
   const PageNo l_no = lr->page_no();
   const PageNo r_no = rr->page_no();
-  plan.left.right_sibling = r_no;
-  plan.right.left_sibling = l_no;
-  if (absl::Status s = WriteNewPage(*rr, plan.right, ps, txn_); !s.ok()) return s;
+  plan->left.right_sibling = r_no;
+  plan->right.left_sibling = l_no;
+  if (absl::Status s = WriteNewPage(*rr, plan->right, ps); !s.ok()) return s;
   if (absl::Status s = t_->cache->AddPrecedence(*lr, r_no); !s.ok()) return s;
-  if (absl::Status s = WriteNewPage(*lr, plan.left, ps, txn_); !s.ok()) return s;
+  if (absl::Status s = WriteNewPage(*lr, plan->left, ps); !s.ok()) return s;
   if (absl::Status s = t_->cache->AddPrecedence(root, l_no); !s.ok()) return s;
   if (absl::Status s = t_->cache->AddPrecedence(root, r_no); !s.ok()) return s;
 
   BtreeNode top = EmptyLike(node);
   top.level = static_cast<uint8_t>(level + 1);
   top.low_page = l_no;
-  top.entries.push_back(BtreeEntry{std::move(plan.separator), r_no});
+  top.entries.push_back(BtreeEntry{std::move(plan->separator), r_no});
   if (!page::EncodeBtreePage(top, root.data(), ps)) {
-    return absl::InternalError(absl::StrCat("btree page ", root.page_no(), ": new root does not fit"));
+    return absl::InternalError(
+        absl::StrCat("btree page ", root.page_no(), ": new root does not fit"));
   }
-  root.Mark(txn_);
+  root.Mark(0);
   return absl::OkStatus();
 }
 
-absl::Status BTree::Impl::InsertSplitting(std::string_view key, uint64_t value, uint64_t txn) {
-  Splitter s(this, txn);
-  return s.Run(key, value);
+absl::Status BTree::Impl::InsertSplitting(std::string_view key, uint64_t value, uint64_t txn,
+                                          std::vector<MissingLink>* moved) {
+  Splitter s(this, txn, moved);
+  return s.Run(key, value, 0, nullptr);
+}
+
+void BTree::Impl::RepairLinks(std::vector<MissingLink> links) {
+  std::unique_lock<std::shared_mutex> tree(tree_mu);
+  // A repair's own descent may find further missing links (a crash can leave several); a few
+  // rounds settle them, and whatever is left is found again by a later writer.
+  for (int round = 0; round < 4 && !links.empty(); ++round) {
+    std::vector<MissingLink> more;
+    for (const MissingLink& link : links) {
+      Splitter s(this, 0, &more);
+      (void)s.Run(link.fence, link.right, static_cast<uint8_t>(link.level + 1), &link);
+    }
+    links = std::move(more);
+  }
 }
 
 }  // namespace ember::index

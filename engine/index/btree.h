@@ -2,12 +2,19 @@
 // through the buffer cache. Keys are unique within one tree: the index layer makes entries of a
 // non-unique index unique by appending the record number to the encoded key.
 //
+// It is a B-link tree (Lehman and Yao): every node but the rightmost of its level carries a
+// fence (high key), and a descent that finds its key at or past a node's fence continues in the
+// right sibling. So a node that a split linked from its left sibling is found before (or
+// without) the separator in its parent.
+//
 // The root page number never changes (a root split moves the root's contents into two new
 // children), so the catalog stores it once.
 //
-// Careful write: a split writes the new right page before the page that links to it (left
-// sibling and parent), through BufferCache::AddPrecedence, so a crash never leaves a link to a
-// page that is not on disk.
+// Careful write: a split writes the new right page before the pages that link to it (the split
+// node and the parent) and the split node before the parent, through BufferCache::AddPrecedence,
+// so a crash never leaves a link to a page that is not on disk, and the one partial split it can
+// leave (split node and new page written, parent not) reads correctly through the fences. The
+// next writer that meets such a node posts the missing separator. Details in btree.cc.
 //
 // Thread safety: all methods may be called concurrently on one tree.
 #pragma once
@@ -38,14 +45,15 @@ class BTree {
   BTree(cache::BufferCache* cache, cache::PageSpace* space, page::PageNo root);
   ~BTree();
 
-  // Inserts `key` -> `value`, pages marked for `txn`. AlreadyExists if the exact key is present.
+  // Inserts `key` -> `value`, the leaf marked for `txn` (pages a split changes are marked for
+  // the engine, txn 0, so every commit writes them). AlreadyExists if the exact key is present.
   absl::Status Insert(std::string_view key, uint64_t value, uint64_t txn);
   // Removes the exact key. NotFound if absent. (Pages are not merged; empty leaves stay linked.)
   absl::Status Remove(std::string_view key, uint64_t txn);
 
   // A cursor over entries in key order. It holds no latch between calls: after each leaf it
-  // re-seeks from the root past the last key it returned, so concurrent splits never make it
-  // skip or repeat an entry.
+  // re-seeks from the root past the last key it returned, so concurrent splits (and partial
+  // splits left by a crash) never make it skip or repeat an entry.
   class Cursor {
    public:
     bool Valid() const { return valid_; }
@@ -68,10 +76,14 @@ class BTree {
   // (an empty key with descending means "from the very end").
   absl::StatusOr<Cursor> Seek(std::string_view key, bool descending = false) const;
 
-  // For Validate(): walks the whole tree checking page types, key order within and across
-  // pages, separator bounds, sibling links and leaf depth. Appends a description of every
-  // problem to `errors` (naming the page), calls `visit` for every leaf entry, and adds every
-  // page of the tree to `pages`. The status is an error only if a page could not be read.
+  // For Validate(): walks every level of the tree along its right-sibling chain, checking page
+  // types, key order within and across pages, fences, that each parent's children appear on
+  // the chain in order with the bounds the parent gives them, sibling links and leaf depth. A
+  // page that only its left sibling links to (its parent lacks its separator: a crash between
+  // writing a split node and its parent) is accepted when its fences put it where the descent
+  // finds it. Appends a description of every problem to `errors` (naming the page), calls
+  // `visit` for every leaf entry, and adds every page of the tree to `pages`. The status is an
+  // error only if a page could not be read.
   absl::Status Check(std::vector<std::string>* errors,
                      const std::function<void(std::string_view key, uint64_t value)>& visit,
                      std::vector<page::PageNo>* pages) const;

@@ -1,7 +1,10 @@
-// B+tree cursors (see btree.h): a cursor copies the qualifying entries of one leaf and, when
-// they run out, re-seeks from the root strictly past the last key it returned. It therefore
-// holds no latch between calls, and concurrent splits can neither make it skip an entry that
-// was present throughout nor return one twice. Latching follows the protocol in btree.cc.
+// B-link tree cursors (see btree.h): a cursor copies the qualifying entries of one leaf and, when
+// they run out, re-seeks from the root strictly past the last key it returned (ascending: moving
+// right along the leaves while they hold nothing past it). It therefore holds no latch between
+// calls, and returns strictly increasing (or decreasing) keys: neither a concurrent split nor a
+// crash state where a split node and its new right page are on disk without the parent's
+// separator (the descent's move-right rule finds the right page) can make it skip an entry or
+// return one twice. Latching follows the protocol in btree.cc.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,7 +22,8 @@ using page::PageNo;
 absl::Status BTree::Impl::FillAscending(std::string_view key, bool inclusive,
                                         CursorEntries* out) const {
   out->clear();
-  absl::StatusOr<PageRef> leaf = DescendToLeaf(Bound{key}, LatchMode::kShared, nullptr, nullptr);
+  absl::StatusOr<PageRef> leaf =
+      DescendToLeaf(Bound{key}, LatchMode::kShared, nullptr, nullptr, nullptr);
   if (!leaf.ok()) return leaf.status();
   PageRef page = std::move(*leaf);
   BtreeNode node;
@@ -62,7 +66,8 @@ absl::Status BTree::Impl::FillDescending(Bound b, CursorEntries* out) const {
   for (;;) {
     std::string lower;
     bool has_lower = false;
-    absl::StatusOr<PageRef> leaf = DescendToLeaf(b, LatchMode::kShared, &lower, &has_lower);
+    absl::StatusOr<PageRef> leaf =
+        DescendToLeaf(b, LatchMode::kShared, &lower, &has_lower, nullptr);
     if (!leaf.ok()) return leaf.status();
     BtreeNode node;
     absl::Status s = page::DecodeBtreePage(leaf->data(), page_size, leaf->page_no(), &node);
@@ -78,9 +83,10 @@ absl::Status BTree::Impl::FillDescending(Bound b, CursorEntries* out) const {
     }
     if (!out->empty() || !has_lower) return absl::OkStatus();
     // Nothing at or before the bound in this leaf: the answer is the last key below the leaf's
-    // lower bound. Lower bounds strictly decrease (PickChild only takes a separator below an
-    // exclusive bound), so this ends. There is no latch coupling leftwards: that would invert
-    // the left-to-right latch order splits rely on.
+    // lower bound (the separator that led to it, or the fence of the left sibling it was reached
+    // from). Lower bounds strictly decrease (PickChild only takes a separator below an exclusive
+    // bound, and MoveRight only passes a fence below it), so this ends. There is no latch
+    // coupling leftwards: that would invert the left-to-right latch order splits rely on.
     bound_key = std::move(lower);
     b = Bound{bound_key, /*inclusive=*/false, /*infinite=*/false};
   }
@@ -106,8 +112,9 @@ absl::Status BTree::Cursor::Next() {
   if (!valid_) return absl::FailedPreconditionError("btree cursor: Next on an invalid cursor");
   if (pos_ >= buffered_.size()) {
     // key_ stays untouched while filling: the bound views it.
-    absl::Status s = descending_ ? tree_->impl_->FillDescending(Bound{key_, false, false}, &buffered_)
-                                 : tree_->impl_->FillAscending(key_, false, &buffered_);
+    absl::Status s = descending_
+                         ? tree_->impl_->FillDescending(Bound{key_, false, false}, &buffered_)
+                         : tree_->impl_->FillAscending(key_, false, &buffered_);
     pos_ = 0;
     if (!s.ok() || buffered_.empty()) {
       buffered_.clear();

@@ -1,8 +1,9 @@
-// Internals of the B+tree shared by btree.cc (insert, remove, splits), btree_cursor.cc (seek
-// and scans) and btree_check.cc (Check). Not part of the index layer's interface; the latching
-// protocol is described at the top of btree.cc.
+// Internals of the B-link tree shared by btree.cc (descent, insert, remove, splits, repairs),
+// btree_cursor.cc (seek and scans) and btree_check.cc (Check). Not part of the index layer's
+// interface; the latching protocol is described at the top of btree.cc.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -20,11 +21,23 @@ namespace ember::index {
 
 // Where a descent is heading. For internal pages the child taken is the last one whose separator
 // is below `key` (or equal to it when `inclusive`), so a descent for an ascending scan or for a
-// point operation uses inclusive bounds, and "the last key < x" uses an exclusive one.
+// point operation uses inclusive bounds, and "the last key < x" uses an exclusive one. The same
+// rule decides when a node's fence sends the descent to the right sibling: the bound is at or
+// past the fence (inclusive), or past it (exclusive).
 struct Bound {
   std::string_view key;
   bool inclusive = true;
   bool infinite = false;  // above every key: the rightmost leaf
+};
+
+// A right-sibling link some descent had to follow: `right` (level `level`) is reachable from
+// `left` only through left's right_sibling, its parent lacking the separator `fence` (left's
+// fence). What a crash between writing a split node and writing its parent leaves behind.
+struct MissingLink {
+  uint8_t level = 0;
+  std::string fence;
+  page::PageNo left = page::kNoPage;
+  page::PageNo right = page::kNoPage;
 };
 
 using CursorEntries = std::vector<std::pair<std::string, uint64_t>>;
@@ -38,6 +51,17 @@ struct BTree::Impl {
   // accepts any level. DataLoss naming the page when it is not the node the caller expected.
   absl::StatusOr<cache::PageRef> FetchNode(page::PageNo no, cache::LatchMode mode,
                                            int expected_level, page::BtreeHeader* h) const;
+  // FetchNode for the root: also checks that it has no sibling (and so no fence).
+  absl::StatusOr<cache::PageRef> FetchRoot(cache::LatchMode mode, page::BtreeHeader* h) const;
+
+  // The B-link rule: while `b` lies at or past the fence of `*page` (header `*h`), moves to its
+  // right sibling, latched in `mode` before `*page` is released (left to right). Each step
+  // checks that the fences increase, so a damaged chain cannot loop. `lower`/`has_lower`, when
+  // given, receive the fence passed (the new node's lower bound); `moved`, when given, gets one
+  // MissingLink per step.
+  absl::Status MoveRight(const Bound& b, cache::LatchMode mode, cache::PageRef* page,
+                         page::BtreeHeader* h, std::string* lower, bool* has_lower,
+                         std::vector<MissingLink>* moved) const;
 
   // The child of the internal page `data` (page `no`, header `h`) to follow for `b`. When
   // `lower` is given it receives the separator of the chosen child (its lower bound), and
@@ -47,10 +71,12 @@ struct BTree::Impl {
                          bool* has_lower) const;
 
   // Latch-couples from the root to the leaf for `b`: shared latches on internal pages, `mode`
-  // on the leaf, a parent released only once its child is latched. `lower`/`has_lower` as in
-  // PickChild for the leaf as a whole (optional).
+  // on the leaf, a parent released only once its child is latched, moving right at any level
+  // where `b` is past a fence. `lower`/`has_lower` as in PickChild for the leaf as a whole, and
+  // `moved` as in MoveRight (all optional).
   absl::StatusOr<cache::PageRef> DescendToLeaf(const Bound& b, cache::LatchMode mode,
-                                               std::string* lower, bool* has_lower) const;
+                                               std::string* lower, bool* has_lower,
+                                               std::vector<MissingLink>* moved) const;
 
   // Cursor support (btree_cursor.cc): replaces `out` with the entries of one leaf that are at or
   // after `key` (after it when !inclusive) in ascending order, moving right past leaves with none;
@@ -60,10 +86,22 @@ struct BTree::Impl {
   // in descending order, re-seeking from the root for earlier leaves.
   absl::Status FillDescending(Bound b, CursorEntries* out) const;
 
-  // Insert under tree_mu exclusive, splitting as needed (btree.cc).
-  absl::Status InsertSplitting(std::string_view key, uint64_t value, uint64_t txn);
+  // Changes one leaf entry in place (btree.cc, under tree_mu shared): `edit` gets the decoded
+  // leaf for `key`, the position of the first entry >= key and the page number, and changes the
+  // node or returns an error. Returns whether the changed node fit its page (it is then written
+  // and marked for `txn`; otherwise the page is left alone) or the error.
+  using LeafEdit = std::function<absl::Status(page::BtreeNode&, size_t, page::PageNo)>;
+  absl::StatusOr<bool> EditLeaf(std::string_view key, uint64_t txn,
+                                std::vector<MissingLink>* moved, const LeafEdit& edit) const;
+  // Insert under tree_mu exclusive, splitting as needed (btree.cc). Right-sibling links the
+  // descent had to follow are appended to `moved`.
+  absl::Status InsertSplitting(std::string_view key, uint64_t value, uint64_t txn,
+                               std::vector<MissingLink>* moved);
+  // Posts the separators of `links` into their parents, under tree_mu exclusive (btree.cc).
+  // Best effort: the tree is correct without them, so failures are dropped.
+  void RepairLinks(std::vector<MissingLink> links);
 
-  class Splitter;  // btree.cc: one insert that splits
+  class Splitter;  // btree.cc: one insert (of a leaf entry or a separator) that may split
   class Checker;   // btree_check.cc: one Check walk
 
   cache::BufferCache* const cache;
@@ -72,7 +110,7 @@ struct BTree::Impl {
   const uint32_t page_size;
   const uint32_t max_key;
   // Shared: operations that change one leaf's entries (no structural change). Exclusive:
-  // splits and Check. Readers never take it.
+  // splits, repairs and Check. Readers never take it.
   mutable std::shared_mutex tree_mu;
 };
 

@@ -17,12 +17,18 @@ static_assert(bt::kIndexId == bt::kRelationId + 4 && bt::kLevel == bt::kIndexId 
               bt::kDataEnd == bt::kCount + 2 && bt::kLowPage == bt::kDataEnd + 2 &&
               bt::kEntries == bt::kLowPage + 4);
 static_assert(bt::kEntryOverhead == 2 + 2 + 8);
+static_assert(bt::kFenceOverhead == 2);
 // data_end and the key lengths are u16.
 static_assert(kMaxPageSize <= 0xFFFF);
-static_assert(kBtreeHeaderSize + 4 * (bt::kEntryOverhead + BtreeMaxKeySize(kMinPageSize)) <=
-              kMinPageSize);
-static_assert(kBtreeHeaderSize + 4 * (bt::kEntryOverhead + BtreeMaxKeySize(kMaxPageSize)) <=
-              kMaxPageSize);
+// Four maximal entries and a maximal fence fit in every page size.
+constexpr bool MaxEntriesFit(uint32_t ps) {
+  return kBtreeHeaderSize + 4 * (bt::kEntryOverhead + BtreeMaxKeySize(ps)) + bt::kFenceOverhead +
+             BtreeMaxKeySize(ps) <=
+         ps;
+}
+static_assert(MaxEntriesFit(kMinPageSize) && MaxEntriesFit(8192) && MaxEntriesFit(16384) &&
+              MaxEntriesFit(kMaxPageSize));
+static_assert(BtreeMaxKeySize(kMinPageSize) == 801 && BtreeMaxKeySize(kMaxPageSize) == 6535);
 
 namespace {
 
@@ -37,13 +43,8 @@ absl::Status Corrupt(PageNo no, const std::string& what) {
   return absl::DataLossError(absl::StrCat("btree page ", no, ": ", what));
 }
 
-}  // namespace
-
-size_t BtreeEntrySize(std::string_view prev, std::string_view key) {
-  return bt::kEntryOverhead + key.size() - CommonPrefix(prev, key);
-}
-
-size_t BtreeEncodedSize(const BtreeNode& node) {
+// Offset one past the last entry of `node` once encoded (the header included, the fence not).
+size_t EntriesEnd(const BtreeNode& node) {
   size_t size = kBtreeHeaderSize;
   std::string_view prev;
   for (const BtreeEntry& e : node.entries) {
@@ -51,6 +52,23 @@ size_t BtreeEncodedSize(const BtreeNode& node) {
     prev = e.key;
   }
   return size;
+}
+
+}  // namespace
+
+size_t BtreeEntrySize(std::string_view prev, std::string_view key) {
+  return bt::kEntryOverhead + key.size() - CommonPrefix(prev, key);
+}
+
+size_t BtreeEncodedSize(const BtreeNode& node) {
+  return EntriesEnd(node) + (node.fence ? bt::kFenceOverhead + node.fence->size() : 0);
+}
+
+std::string_view BtreeFence(const uint8_t* page, uint32_t page_size, const BtreeHeader& h) {
+  if (!h.has_fence()) return {};
+  return std::string_view(
+      reinterpret_cast<const char*>(page + page_size - bt::kFenceOverhead - h.fence_len),
+      h.fence_len);
 }
 
 absl::Status ReadBtreeHeader(const uint8_t* page, uint32_t page_size, PageNo no, BtreeHeader* h) {
@@ -66,7 +84,24 @@ absl::Status ReadBtreeHeader(const uint8_t* page, uint32_t page_size, PageNo no,
   h->count = util::Get16(page + bt::kCount);
   h->data_end = util::Get16(page + bt::kDataEnd);
   h->low_page = util::Get32(page + bt::kLowPage);
-  if (h->data_end < kBtreeHeaderSize || h->data_end > page_size) {
+  h->fence_len = 0;
+  if ((h->flags & ~kBtreeHasFence) != 0) {
+    return Corrupt(no, absl::StrCat("unknown flags 0x", absl::Hex(h->flags)));
+  }
+  size_t limit = page_size;  // where the entries must end
+  if (h->has_fence()) {
+    h->fence_len = util::Get16(page + page_size - bt::kFenceOverhead);
+    if (h->fence_len == 0 || h->fence_len > BtreeMaxKeySize(page_size)) {
+      return Corrupt(no, absl::StrCat("fence_len ", h->fence_len));
+    }
+    limit -= bt::kFenceOverhead + h->fence_len;
+  }
+  if (h->has_fence() != (h->right_sibling != kNoPage)) {
+    return Corrupt(no, h->has_fence() ? "a fence but no right sibling"
+                                      : absl::StrCat("right sibling ", h->right_sibling,
+                                                     " but no fence"));
+  }
+  if (h->data_end < kBtreeHeaderSize || h->data_end > limit) {
     return Corrupt(no, absl::StrCat("data_end ", h->data_end, " outside the page"));
   }
   if (size_t{h->count} * bt::kEntryOverhead > h->data_end - kBtreeHeaderSize) {
@@ -84,7 +119,16 @@ BtreeEntryReader::BtreeEntryReader(const uint8_t* page, uint32_t page_size, Page
       max_key_(BtreeMaxKeySize(page_size)),
       internal_(page[bt::kLevel] != 0),
       end_(std::min<size_t>(util::Get16(page + bt::kDataEnd), page_size)),
-      count_(util::Get16(page + bt::kCount)) {}
+      count_(util::Get16(page + bt::kCount)) {
+  if (page[bt::kFlags] & kBtreeHasFence) {
+    const size_t len = util::Get16(page + page_size - bt::kFenceOverhead);
+    // ReadBtreeHeader checked the length; re-checked so that the view stays inside the page.
+    if (len <= max_key_) {
+      fence_ = std::string_view(
+          reinterpret_cast<const char*>(page + page_size - bt::kFenceOverhead - len), len);
+    }
+  }
+}
 
 bool BtreeEntryReader::Fail(const std::string& what) {
   status_ = Corrupt(no_, absl::StrCat("entry ", index_, " at offset ", off_, ": ", what));
@@ -95,6 +139,10 @@ bool BtreeEntryReader::Next() {
   if (!status_.ok()) return false;
   if (index_ == count_) {
     if (off_ != end_) return Fail(absl::StrCat("entries end before data_end ", end_));
+    // Keys increase, so the last one decides.
+    if (!fence_.empty() && index_ > 0 && !(std::string_view(key_) < fence_)) {
+      status_ = Corrupt(no_, "last key not below the fence");
+    }
     return false;
   }
   if (off_ + 4 > end_) return Fail("entry header past data_end");
@@ -103,7 +151,8 @@ bool BtreeEntryReader::Next() {
   if (prefix > key_.size()) {
     return Fail(absl::StrCat("prefix_len ", prefix, " longer than the previous key"));
   }
-  if (off_ + 4 + suffix + 8 > end_) return Fail(absl::StrCat("suffix_len ", suffix, " past data_end"));
+  if (off_ + 4 + suffix + 8 > end_)
+    return Fail(absl::StrCat("suffix_len ", suffix, " past data_end"));
   if (prefix + suffix > max_key_) return Fail(absl::StrCat("key of ", prefix + suffix, " bytes"));
   const std::string_view sfx(reinterpret_cast<const char*>(page_ + off_ + 4), suffix);
   // The new key shares `prefix` bytes with the previous one, so only the tails decide the order.
@@ -127,7 +176,13 @@ absl::Status DecodeBtreePage(const uint8_t* page, uint32_t page_size, PageNo no,
   out->entries.reserve(out->count);
   BtreeEntryReader r(page, page_size, no);
   while (r.Next()) out->entries.push_back({std::string(r.key()), r.value()});
-  return r.status();
+  if (!r.status().ok()) return r.status();
+  if (out->has_fence()) {
+    out->fence.emplace(BtreeFence(page, page_size, *out));
+  } else {
+    out->fence.reset();
+  }
+  return absl::OkStatus();
 }
 
 bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
@@ -136,16 +191,22 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
   for (const BtreeEntry& e : node.entries) {
     if (e.key.size() > max_key) return false;
   }
-  const size_t size = BtreeEncodedSize(node);
-  if (size > page_size) return false;
+  if (node.fence.has_value() != (node.right_sibling != kNoPage)) return false;
+  if (node.fence) {
+    if (node.fence->empty() || node.fence->size() > max_key) return false;
+    if (!node.entries.empty() && !(node.entries.back().key < *node.fence)) return false;
+  }
+  const size_t end = EntriesEnd(node);
+  if (BtreeEncodedSize(node) > page_size) return false;
   util::Put32(page + bt::kRelationId, node.relation_id);
   util::Put16(page + bt::kIndexId, node.index_id);
   page[bt::kLevel] = node.level;
-  page[bt::kFlags] = node.flags;
+  page[bt::kFlags] = static_cast<uint8_t>((node.flags & ~kBtreeHasFence) |
+                                          (node.fence ? kBtreeHasFence : 0));
   util::Put32(page + bt::kLeftSibling, node.left_sibling);
   util::Put32(page + bt::kRightSibling, node.right_sibling);
   util::Put16(page + bt::kCount, static_cast<uint16_t>(node.entries.size()));
-  util::Put16(page + bt::kDataEnd, static_cast<uint16_t>(size));
+  util::Put16(page + bt::kDataEnd, static_cast<uint16_t>(end));
   util::Put32(page + bt::kLowPage, node.low_page);
   uint8_t* p = page + kBtreeHeaderSize;
   std::string_view prev;
@@ -159,7 +220,13 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
     p += 4 + suffix + 8;
     prev = e.key;
   }
-  std::memset(p, 0, page_size - size);
+  size_t tail = page_size;  // start of the fence trailer
+  if (node.fence) {
+    tail -= bt::kFenceOverhead + node.fence->size();
+    std::memcpy(page + tail, node.fence->data(), node.fence->size());
+    util::Put16(page + page_size - bt::kFenceOverhead, static_cast<uint16_t>(node.fence->size()));
+  }
+  std::memset(p, 0, tail - end);
   return true;
 }
 

@@ -668,7 +668,9 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
       if (!DecodeHeader(back, &bh)) return absl::DataLossError("corrupt back version");
       nh.back_page = h.back_page;
       nh.back_line = h.back_line;
-      if (bh.flags & kRecDelta) {
+      // A delta stays valid when the bytes it is against do not change (an update that sets
+      // the same values): then the back version need not be rewritten whole.
+      if ((bh.flags & kRecDelta) && !(raw && *raw == *old_raw)) {
         absl::StatusOr<std::string> braw = RawBody(bh, back, *old_raw);
         if (!braw.ok()) return braw.status();
         RecordHeader fh = bh;

@@ -1,5 +1,6 @@
 // Tests for the B-tree page format (engine/page/btree_page.h): byte layout, prefix compression,
-// fit checks, and that corrupt bytes decode to DataLoss rather than reading outside the page.
+// the fence trailer, fit checks, and that corrupt bytes decode to DataLoss rather than reading
+// outside the page.
 #include "engine/page/btree_page.h"
 
 #include <algorithm>
@@ -24,7 +25,9 @@ BtreeNode SampleLeaf() {
   n.index_id = 0x0506;
   n.left_sibling = 77;
   n.right_sibling = 88;
-  n.entries = {{"", 1}, {"apple", 2}, {"applesauce", 3}, {"apricot", 0xFFFFFFFFFFFFFFFFull}, {"b", 5}};
+  n.entries = {
+      {"", 1}, {"apple", 2}, {"applesauce", 3}, {"apricot", 0xFFFFFFFFFFFFFFFFull}, {"b", 5}};
+  n.fence = "bc";  // it has a right sibling, so it has a fence
   return n;
 }
 
@@ -42,6 +45,7 @@ void RequireSame(const BtreeNode& a, const BtreeNode& b) {
   CHECK(a.left_sibling == b.left_sibling);
   CHECK(a.right_sibling == b.right_sibling);
   CHECK(a.low_page == b.low_page);
+  CHECK(a.fence == b.fence);
   REQUIRE(a.entries.size() == b.entries.size());
   for (size_t i = 0; i < a.entries.size(); ++i) {
     CHECK(a.entries[i].key == b.entries[i].key);
@@ -58,6 +62,7 @@ TEST_CASE("btree page: byte layout and prefix compression", "[btree][page]") {
   CHECK(util::Get32(p + 16) == 0x01020304u);
   CHECK(util::Get16(p + 20) == 0x0506u);
   CHECK(p[22] == 0);
+  CHECK(p[23] == kBtreeHasFence);
   CHECK(util::Get32(p + 24) == 77u);
   CHECK(util::Get32(p + 28) == 88u);
   CHECK(util::Get16(p + 32) == 5u);
@@ -84,14 +89,68 @@ TEST_CASE("btree page: byte layout and prefix compression", "[btree][page]") {
   CHECK(util::Get16(p + off + 2) == 1);
   off += 12 + 1;
   CHECK(util::Get16(p + 34) == off);
-  CHECK(BtreeEncodedSize(n) == off);
-  for (size_t i = off; i < ps; ++i) REQUIRE(p[i] == 0);
+  // The fence "bc" ends the page: its bytes, then its u16 length in the last two bytes.
+  CHECK(std::string(reinterpret_cast<const char*>(p + ps - 4), 2) == "bc");
+  CHECK(util::Get16(p + ps - 2) == 2);
+  CHECK(BtreeEncodedSize(n) == off + 4);
+  for (size_t i = off; i < ps - 4; ++i) REQUIRE(p[i] == 0);
 
   BtreeNode d;
   REQUIRE(DecodeBtreePage(p, ps, 9, &d).ok());
   RequireSame(n, d);
   CHECK(d.count == 5);
   CHECK(d.data_end == off);
+  CHECK(d.has_fence());
+  CHECK(d.fence_len == 2);
+  CHECK(BtreeFence(p, ps, d) == "bc");
+  CHECK(d.free_space(ps) == ps - off - 4);
+
+  // Without a right sibling there is no fence, and the page is zero up to its end.
+  BtreeNode last = n;
+  last.right_sibling = kNoPage;
+  last.fence.reset();
+  auto q = Encoded(last, ps);
+  CHECK(q[23] == 0);
+  for (size_t i = off; i < ps; ++i) REQUIRE(q[i] == 0);
+  REQUIRE(DecodeBtreePage(q.data(), ps, 9, &d).ok());
+  RequireSame(last, d);
+  CHECK(BtreeFence(q.data(), ps, d).empty());
+  CHECK(d.free_space(ps) == ps - off);
+}
+
+TEST_CASE("btree page: encode refuses a fence that breaks the node's invariants", "[btree][page]") {
+  const uint32_t ps = 4096;
+  std::vector<uint8_t> page(ps);
+  InitPage(page.data(), ps, PageType::kBtree, 9);
+  BtreeNode n = SampleLeaf();
+  SECTION("fence without a right sibling") {
+    n.right_sibling = kNoPage;
+    CHECK_FALSE(EncodeBtreePage(n, page.data(), ps));
+  }
+  SECTION("right sibling without a fence") {
+    n.fence.reset();
+    CHECK_FALSE(EncodeBtreePage(n, page.data(), ps));
+  }
+  SECTION("fence not above the last key") {
+    n.fence = "b";
+    CHECK_FALSE(EncodeBtreePage(n, page.data(), ps));
+  }
+  SECTION("empty fence") {
+    n.fence = "";
+    n.entries.clear();
+    CHECK_FALSE(EncodeBtreePage(n, page.data(), ps));
+  }
+  SECTION("fence longer than a key may be") {
+    n.fence = std::string(BtreeMaxKeySize(ps) + 1, 'z');
+    CHECK_FALSE(EncodeBtreePage(n, page.data(), ps));
+  }
+  SECTION("an empty leaf may have a fence") {
+    n.entries.clear();
+    REQUIRE(EncodeBtreePage(n, page.data(), ps));
+    BtreeNode d;
+    REQUIRE(DecodeBtreePage(page.data(), ps, 9, &d).ok());
+    CHECK(d.fence == n.fence);
+  }
 }
 
 TEST_CASE("btree page: internal node round trip and entry reader", "[btree][page]") {
@@ -120,13 +179,16 @@ TEST_CASE("btree page: internal node round trip and entry reader", "[btree][page
   CHECK(i == n.entries.size());
 }
 
-TEST_CASE("btree page: encode refuses what does not fit and leaves the page alone", "[btree][page]") {
+TEST_CASE("btree page: encode refuses what does not fit and leaves the page alone",
+          "[btree][page]") {
   const uint32_t ps = 4096;
   const uint32_t max = BtreeMaxKeySize(ps);
-  CHECK(max == (4096 - 40) / 4 - 12);
-  // Four maximal keys with nothing in common always fit.
+  CHECK(max == (4096 - 40 - 2 - 4 * 12) / 5);
+  // Four maximal keys with nothing in common and a maximal fence always fit.
   BtreeNode n;
   for (char c : {'a', 'b', 'c', 'd'}) n.entries.push_back({std::string(max, c), 1});
+  n.right_sibling = 5;
+  n.fence = std::string(max, 'z');
   CHECK(BtreeEncodedSize(n) <= ps);
   auto page = Encoded(n, ps);
   const std::vector<uint8_t> before = page;
@@ -141,7 +203,9 @@ TEST_CASE("btree page: encode refuses what does not fit and leaves the page alon
   CHECK_FALSE(EncodeBtreePage(big, page.data(), ps));
   CHECK(page == before);
   for (uint32_t s : {4096u, 8192u, 16384u, 32768u}) {
-    CHECK(kBtreeHeaderSize + 4 * (bt::kEntryOverhead + BtreeMaxKeySize(s)) <= s);
+    CHECK(kBtreeHeaderSize + 4 * (bt::kEntryOverhead + BtreeMaxKeySize(s)) + bt::kFenceOverhead +
+              BtreeMaxKeySize(s) <=
+          s);
   }
 }
 
@@ -164,8 +228,27 @@ TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btr
       {"prefix too long", [=](uint8_t* p) { util::Put16(p + second, 3); }, "prefix_len"},
       {"suffix too long", [=](uint8_t* p) { util::Put16(p + second + 2, 0xFFFF); }, "suffix_len"},
       {"keys out of order", [=](uint8_t* p) { p[second + 4] = 'z'; }, "not greater"},
-      {"duplicate key", [=](uint8_t* p) { util::Put16(p + first + 2, 0); util::Put16(p + second + 2, 0); },
+      {"duplicate key",
+       [=](uint8_t* p) {
+         util::Put16(p + first + 2, 0);
+         util::Put16(p + second + 2, 0);
+       },
        "not greater"},
+      {"unknown flag", [](uint8_t* p) { p[23] |= 0x80; }, "flags"},
+      {"fence flag without a right sibling", [](uint8_t* p) { util::Put32(p + 28, 0); },
+       "no right sibling"},
+      {"right sibling without a fence", [](uint8_t* p) { p[23] = 0; }, "no fence"},
+      {"fence_len 0", [=](uint8_t* p) { util::Put16(p + ps - 2, 0); }, "fence_len"},
+      {"fence_len too long", [=](uint8_t* p) { util::Put16(p + ps - 2, 3000); }, "fence_len"},
+      // A longer fence_len reads zeros before "bc": a fence below the last key.
+      {"fence_len longer", [=](uint8_t* p) { util::Put16(p + ps - 2, 801); }, "below the fence"},
+      {"fence reaching data_end",
+       [=](uint8_t* p) {
+         util::Put16(p + ps - 2, 801);
+         util::Put16(p + 34, ps - 300);
+       },
+       "data_end"},
+      {"fence not above the last key", [=](uint8_t* p) { p[ps - 4] = 'a'; }, "below the fence"},
   };
   for (const Case& c : cases) {
     SECTION(c.name) {
@@ -211,9 +294,10 @@ TEST_CASE("btree page: random damage never reads outside the page", "[btree][pag
   }
   std::sort(n.entries.begin(), n.entries.end(),
             [](const BtreeEntry& a, const BtreeEntry& b) { return a.key < b.key; });
-  n.entries.erase(std::unique(n.entries.begin(), n.entries.end(),
-                              [](const BtreeEntry& a, const BtreeEntry& b) { return a.key == b.key; }),
-                  n.entries.end());
+  n.entries.erase(
+      std::unique(n.entries.begin(), n.entries.end(),
+                  [](const BtreeEntry& a, const BtreeEntry& b) { return a.key == b.key; }),
+      n.entries.end());
   while (BtreeEncodedSize(n) > ps) n.entries.pop_back();
   const auto good = Encoded(n, ps);
   const size_t data_end = BtreeEncodedSize(n);

@@ -1,0 +1,471 @@
+// Shared pieces of the crash tests (crash_test.cc): the table they use, a model of its committed
+// contents, a random transaction generator, the side-log format of the SIGKILL test, and a
+// checker that reads a database's visible state and cross-checks the indexes against a scan.
+//
+// Header-only on purpose: tests/CMakeLists.txt compiles only *_test.cc files.
+//
+// The table: rows(id INT64 NOT NULL, value BYTES NOT NULL, txn_tag INT64 NOT NULL) with a unique
+// index on id and a non-unique index on txn_tag. `txn_tag` is the tag of the transaction that
+// last wrote the row (tags are unique per transaction). The value is a function of
+// (id, vtag, len): its first 8 bytes hold vtag, so a value read back can be checked on its own.
+// An update either rewrites the value (vtag = the writer's tag) or only changes txn_tag (vtag
+// kept: the old version becomes a small delta against the new one).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "ember/ember.h"
+
+namespace ember::crashtest {
+
+inline TableSchema RowsSchema() {
+  return TableSchema{"rows",
+                     {Column{"id", ColumnType::kInt64, false},
+                      Column{"value", ColumnType::kBytes, false},
+                      Column{"txn_tag", ColumnType::kInt64, false}}};
+}
+inline IndexSchema IdIndexSchema() { return IndexSchema{"rows_by_id", "rows", {"id"}, true}; }
+inline IndexSchema TagIndexSchema() {
+  return IndexSchema{"rows_by_tag", "rows", {"txn_tag"}, false};
+}
+
+struct Handles {
+  Table table;
+  Index by_id;
+  Index by_tag;
+};
+
+inline absl::StatusOr<Handles> CreateSchema(Database* db) {
+  Handles h;
+  absl::StatusOr<Table> t = db->CreateTable(RowsSchema());
+  if (!t.ok()) return t.status();
+  h.table = *t;
+  absl::StatusOr<Index> a = db->CreateIndex(IdIndexSchema());
+  if (!a.ok()) return a.status();
+  h.by_id = *a;
+  absl::StatusOr<Index> b = db->CreateIndex(TagIndexSchema());
+  if (!b.ok()) return b.status();
+  h.by_tag = *b;
+  return h;
+}
+
+inline absl::StatusOr<Handles> GetHandles(Database* db) {
+  Handles h;
+  absl::StatusOr<Table> t = db->GetTable("rows");
+  if (!t.ok()) return t.status();
+  h.table = *t;
+  absl::StatusOr<Index> a = db->GetIndex("rows_by_id");
+  if (!a.ok()) return a.status();
+  h.by_id = *a;
+  absl::StatusOr<Index> b = db->GetIndex("rows_by_tag");
+  if (!b.ok()) return b.status();
+  h.by_tag = *b;
+  return h;
+}
+
+// ---------------------------------------------------------------- the model
+
+struct RowState {
+  uint64_t rec = 0;  // RecordId value
+  int64_t tag = 0;   // txn_tag column
+  int64_t vtag = 0;  // what the value was generated from
+  uint32_t len = 0;  // value length
+  friend bool operator==(const RowState&, const RowState&) = default;
+};
+using Model = std::map<int64_t, RowState>;  // id -> row
+
+constexpr uint32_t kMinValueLen = 8;
+
+inline std::string MakeValue(int64_t id, int64_t vtag, uint32_t len) {
+  std::string v(std::max(len, kMinValueLen), '\0');
+  std::memcpy(v.data(), &vtag, 8);
+  uint64_t x = static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull ^
+               static_cast<uint64_t>(vtag) * 0xC2B2AE3D27D4EB4Full;
+  const bool compressible = (x >> 7) & 1;
+  for (size_t i = 8; i < v.size(); ++i) {
+    if (compressible) {
+      v[i] = static_cast<char>('a' + (i / 16 + x) % 7);
+    } else {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      v[i] = static_cast<char>(x & 0xFF);
+    }
+  }
+  return v;
+}
+
+inline Row MakeRow(int64_t id, const RowState& r) {
+  return Row{id, MakeValue(id, r.vtag, r.len), r.tag};
+}
+
+// One operation of a transaction, as logged: 'I' insert, 'U' update, 'D' delete.
+struct Op {
+  char kind = 'I';
+  int64_t id = 0;
+  uint64_t rec = 0;
+  int64_t vtag = 0;
+  uint32_t len = 0;
+};
+
+struct Effect {
+  int64_t tag = 0;
+  std::vector<Op> ops;
+};
+
+inline void ApplyEffect(const Effect& e, Model* m) {
+  for (const Op& op : e.ops) {
+    switch (op.kind) {
+      case 'I':
+        (*m)[op.id] = RowState{op.rec, e.tag, op.vtag, op.len};
+        break;
+      case 'U': {
+        RowState& r = (*m)[op.id];
+        r.tag = e.tag;
+        r.vtag = op.vtag;
+        r.len = op.len;
+        break;
+      }
+      case 'D':
+        m->erase(op.id);
+        break;
+    }
+  }
+}
+
+inline std::string DescribeRow(const RowState& r) {
+  return absl::StrCat("{rec ", r.rec, " tag ", r.tag, " vtag ", r.vtag, " len ", r.len, "}");
+}
+
+// The first few differences between two states (empty when equal).
+inline std::string DescribeDiff(const Model& want, const Model& got, size_t max_lines = 12) {
+  std::string out;
+  size_t n = 0;
+  auto line = [&](const std::string& s) {
+    if (n++ < max_lines) absl::StrAppend(&out, "  ", s, "\n");
+  };
+  for (const auto& [id, r] : want) {
+    auto it = got.find(id);
+    if (it == got.end()) line(absl::StrCat("id ", id, ": missing, expected ", DescribeRow(r)));
+    else if (!(it->second == r)) {
+      line(absl::StrCat("id ", id, ": got ", DescribeRow(it->second), " expected ", DescribeRow(r)));
+    }
+  }
+  for (const auto& [id, r] : got) {
+    if (!want.contains(id)) line(absl::StrCat("id ", id, ": unexpected ", DescribeRow(r)));
+  }
+  if (n > max_lines) absl::StrAppend(&out, "  ... ", n - max_lines, " more\n");
+  return out;
+}
+
+// ---------------------------------------------------------------- random transactions
+
+struct WorkloadShape {
+  int max_ops = 8;            // operations per transaction: 1..max_ops
+  size_t target_rows = 600;   // above this, deletes are favoured over inserts
+};
+
+inline uint32_t RandomLen(std::mt19937_64& rng) {
+  const uint32_t r = rng() % 100;
+  if (r < 80) return kMinValueLen + rng() % 120;
+  if (r < 96) return 128 + rng() % 800;
+  return 1500 + rng() % 4000;  // past a quarter page: fragmented records
+}
+
+// Runs the operations of one random transaction (not its Commit). `view` holds the committed
+// state on entry and the transaction's own view on return; `eff` gets what was done. Any error
+// of the engine is returned as is (the caller decides whether it was expected).
+inline absl::Status RunRandomOps(Transaction* txn, const Handles& h, std::mt19937_64& rng,
+                                 const WorkloadShape& shape, int64_t tag, int64_t* next_id,
+                                 Model* view, Effect* eff) {
+  eff->tag = tag;
+  eff->ops.clear();
+  const int nops = 1 + static_cast<int>(rng() % shape.max_ops);
+  for (int i = 0; i < nops; ++i) {
+    const uint32_t r = rng() % 100;
+    const bool big = view->size() > shape.target_rows;
+    const uint32_t insert_p = view->empty() ? 100 : (big ? 25 : 45);
+    const uint32_t delete_p = big ? 35 : 15;
+    if (r < insert_p) {
+      Op op{'I', (*next_id)++, 0, tag, RandomLen(rng)};
+      RowState st{0, tag, op.vtag, op.len};
+      absl::StatusOr<RecordId> rec = txn->Insert(h.table, MakeRow(op.id, st));
+      if (!rec.ok()) return rec.status();
+      op.rec = rec->value;
+      st.rec = op.rec;
+      (*view)[op.id] = st;
+      eff->ops.push_back(op);
+    } else {
+      auto it = std::next(view->begin(), static_cast<long>(rng() % view->size()));
+      const int64_t id = it->first;
+      RowState& st = it->second;
+      if (r < insert_p + delete_p) {
+        if (absl::Status s = txn->Delete(h.table, RecordId{st.rec}); !s.ok()) return s;
+        eff->ops.push_back(Op{'D', id, st.rec, 0, 0});
+        view->erase(it);
+      } else {
+        RowState nst = st;
+        nst.tag = tag;
+        if (rng() % 3 != 0) {  // new value; else only the tag changes (delta back version)
+          nst.vtag = tag;
+          nst.len = RandomLen(rng);
+        }
+        if (absl::Status s = txn->Update(h.table, RecordId{st.rec}, MakeRow(id, nst)); !s.ok()) {
+          return s;
+        }
+        eff->ops.push_back(Op{'U', id, st.rec, nst.vtag, nst.len});
+        st = nst;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- side log (SIGKILL test)
+
+// One line per record, written with a single write(): "P <tag> <n> <ops...> E\n" before Commit
+// ("about to commit"), "C <tag> E\n" after it returned OK. An op is "I id rec vtag len",
+// "U id rec vtag len" or "D id rec". A line without its "E\n" end (torn by the kill) is ignored.
+inline std::string EncodePending(const Effect& e) {
+  std::string s = absl::StrCat("P ", e.tag, " ", e.ops.size());
+  for (const Op& op : e.ops) {
+    if (op.kind == 'D') absl::StrAppend(&s, " D ", op.id, " ", op.rec);
+    else absl::StrAppend(&s, " ", std::string(1, op.kind), " ", op.id, " ", op.rec, " ", op.vtag, " ", op.len);
+  }
+  absl::StrAppend(&s, " E\n");
+  return s;
+}
+inline std::string EncodeCommitted(int64_t tag) { return absl::StrCat("C ", tag, " E\n"); }
+
+struct ParsedLog {
+  std::vector<Effect> committed;  // in commit order
+  std::optional<Effect> pending;  // announced, commit outcome unknown
+  bool torn_tail = false;
+};
+
+// False (with a reason) when the log breaks the protocol.
+inline bool ParseLog(const std::string& text, ParsedLog* out, std::string* why) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {
+      out->torn_tail = true;
+      break;
+    }
+    std::istringstream in(text.substr(pos, nl - pos));
+    pos = nl + 1;
+    std::string kind, end;
+    int64_t tag;
+    in >> kind >> tag;
+    if (kind == "P") {
+      if (out->pending) {
+        *why = absl::StrCat("two transactions announced without a commit: ", out->pending->tag,
+                            " and ", tag);
+        return false;
+      }
+      Effect e;
+      e.tag = tag;
+      size_t n = 0;
+      in >> n;
+      for (size_t i = 0; i < n; ++i) {
+        Op op;
+        std::string k;
+        in >> k >> op.id >> op.rec;
+        op.kind = k.empty() ? '?' : k[0];
+        if (op.kind != 'D') in >> op.vtag >> op.len;
+        e.ops.push_back(op);
+      }
+      in >> end;
+      if (!in || end != "E") {
+        out->torn_tail = true;  // only the last line can be torn
+        if (pos < text.size()) {
+          *why = "a malformed line before the end of the log";
+          return false;
+        }
+        break;
+      }
+      out->pending = std::move(e);
+    } else if (kind == "C") {
+      in >> end;
+      if (!in || end != "E") {
+        out->torn_tail = true;
+        if (pos < text.size()) {
+          *why = "a malformed line before the end of the log";
+          return false;
+        }
+        break;
+      }
+      if (!out->pending || out->pending->tag != tag) {
+        *why = absl::StrCat("commit of ", tag, " was not announced");
+        return false;
+      }
+      out->committed.push_back(std::move(*out->pending));
+      out->pending.reset();
+    } else {
+      *why = absl::StrCat("unknown log line kind '", kind, "'");
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- reading a database back
+
+// (column `col` of each row, record) of a full descending scan of `ix`.
+inline absl::StatusOr<std::vector<std::pair<int64_t, uint64_t>>> ScanDescending(Transaction* t,
+                                                                                const Index& ix,
+                                                                                size_t col) {
+  std::vector<std::pair<int64_t, uint64_t>> out;
+  absl::StatusOr<std::unique_ptr<Cursor>> c = t->IndexScan(ix, {}, {}, /*descending=*/true);
+  if (!c.ok()) return c.status();
+  for (; (*c)->Valid();) {
+    out.emplace_back(std::get<int64_t>((*c)->row()[col]), (*c)->id().value);
+    if (absl::Status s = (*c)->Next(); !s.ok()) return s;
+  }
+  return out;
+}
+
+// Reads every visible row (snapshot transaction, table scan) into `out` and checks, appending a
+// description of each problem to `problems`:
+// - each row is well formed and its value is the one its (id, vtag, len) generates;
+// - ids are unique;
+// - a full scan of each index returns exactly the scanned records, in key order, with the same
+//   rows, and a descending scan the same in reverse; a point lookup by id finds each row;
+//   lookups of `absent_ids` find nothing.
+// Returns an error only if the engine failed a call.
+inline absl::Status ReadState(Database* db, const Handles& h, const std::vector<int64_t>& absent_ids,
+                              Model* out, std::vector<std::string>* problems) {
+  out->clear();
+  TransactionOptions ro;
+  ro.read_only = true;
+  absl::StatusOr<std::unique_ptr<Transaction>> tx = db->Begin(ro);
+  if (!tx.ok()) return tx.status();
+  Transaction& t = **tx;
+  auto problem = [&](std::string s) {
+    if (problems->size() < 40) problems->push_back(std::move(s));
+  };
+
+  std::map<int64_t, Row> rows;  // id -> row as scanned
+  {
+    absl::StatusOr<std::unique_ptr<Cursor>> c = t.Scan(h.table);
+    if (!c.ok()) return c.status();
+    for (; (*c)->Valid();) {
+      const Row& row = (*c)->row();
+      const uint64_t rec = (*c)->id().value;
+      if (row.size() != 3 || !std::holds_alternative<int64_t>(row[0]) ||
+          !std::holds_alternative<std::string>(row[1]) || !std::holds_alternative<int64_t>(row[2])) {
+        problem(absl::StrCat("record ", rec, ": malformed row"));
+      } else {
+        const int64_t id = std::get<int64_t>(row[0]);
+        const std::string& value = std::get<std::string>(row[1]);
+        RowState st;
+        st.rec = rec;
+        st.tag = std::get<int64_t>(row[2]);
+        st.len = static_cast<uint32_t>(value.size());
+        if (value.size() >= 8) std::memcpy(&st.vtag, value.data(), 8);
+        if (value != MakeValue(id, st.vtag, st.len)) {
+          problem(absl::StrCat("id ", id, " (record ", rec, "): value bytes are not what was written"));
+        }
+        if (!out->emplace(id, st).second) {
+          problem(absl::StrCat("id ", id, " visible twice (records ", (*out)[id].rec, " and ", rec, ")"));
+        }
+        rows[id] = row;
+      }
+      if (absl::Status s = (*c)->Next(); !s.ok()) return s;
+    }
+  }
+
+  // Index on id: full scan in key order, then a point lookup per row.
+  {
+    std::vector<std::pair<int64_t, uint64_t>> want, got;
+    for (const auto& [id, st] : *out) want.emplace_back(id, st.rec);
+    absl::StatusOr<std::unique_ptr<Cursor>> c = t.IndexScan(h.by_id, {}, {});
+    if (!c.ok()) return c.status();
+    for (; (*c)->Valid();) {
+      const Row& row = (*c)->row();
+      const int64_t id = std::get<int64_t>(row[0]);
+      got.emplace_back(id, (*c)->id().value);
+      auto it = rows.find(id);
+      if (it == rows.end() || it->second != row) {
+        problem(absl::StrCat("index rows_by_id: id ", id, " (record ", (*c)->id().value,
+                             ") does not match the table scan"));
+      }
+      if (absl::Status s = (*c)->Next(); !s.ok()) return s;
+    }
+    if (got != want) {
+      problem(absl::StrCat("index rows_by_id scan returned ", got.size(), " entries, table scan ",
+                           want.size(), " rows (or a different order/records)"));
+    }
+    absl::StatusOr<std::vector<std::pair<int64_t, uint64_t>>> desc = ScanDescending(&t, h.by_id, 0);
+    if (!desc.ok()) return desc.status();
+    std::reverse(desc->begin(), desc->end());
+    if (*desc != want) {
+      problem(absl::StrCat("index rows_by_id descending scan returned ", desc->size(),
+                           " entries, table scan ", want.size(), " rows (or different ones)"));
+    }
+    for (const auto& [id, st] : *out) {
+      absl::StatusOr<std::optional<std::pair<RecordId, Row>>> l = t.Lookup(h.by_id, Row{id});
+      if (!l.ok()) return l.status();
+      if (!l->has_value()) {
+        problem(absl::StrCat("index rows_by_id: lookup of id ", id, " found nothing"));
+      } else if ((*l)->first.value != st.rec || (*l)->second != rows[id]) {
+        problem(absl::StrCat("index rows_by_id: lookup of id ", id, " found record ",
+                             (*l)->first.value, ", scan has ", st.rec));
+      }
+    }
+    for (int64_t id : absent_ids) {
+      if (out->contains(id)) continue;
+      absl::StatusOr<std::optional<std::pair<RecordId, Row>>> l = t.Lookup(h.by_id, Row{id});
+      if (!l.ok()) return l.status();
+      if (l->has_value()) {
+        problem(absl::StrCat("index rows_by_id: lookup of id ", id, " found record ",
+                             (*l)->first.value, " that the table scan does not show"));
+      }
+    }
+  }
+
+  // Index on txn_tag: full scan in (tag, record) order.
+  {
+    std::vector<std::pair<int64_t, uint64_t>> want, got;
+    for (const auto& [id, st] : *out) want.emplace_back(st.tag, st.rec);
+    std::sort(want.begin(), want.end());
+    absl::StatusOr<std::unique_ptr<Cursor>> c = t.IndexScan(h.by_tag, {}, {});
+    if (!c.ok()) return c.status();
+    for (; (*c)->Valid();) {
+      const Row& row = (*c)->row();
+      got.emplace_back(std::get<int64_t>(row[2]), (*c)->id().value);
+      auto it = rows.find(std::get<int64_t>(row[0]));
+      if (it == rows.end() || it->second != row) {
+        problem(absl::StrCat("index rows_by_tag: record ", (*c)->id().value,
+                             " does not match the table scan"));
+      }
+      if (absl::Status s = (*c)->Next(); !s.ok()) return s;
+    }
+    if (got != want) {
+      problem(absl::StrCat("index rows_by_tag scan returned ", got.size(), " entries, table scan ",
+                           want.size(), " rows (or a different order/records)"));
+    }
+    absl::StatusOr<std::vector<std::pair<int64_t, uint64_t>>> desc = ScanDescending(&t, h.by_tag, 2);
+    if (!desc.ok()) return desc.status();
+    std::reverse(desc->begin(), desc->end());
+    if (*desc != want) {
+      problem(absl::StrCat("index rows_by_tag descending scan returned ", desc->size(),
+                           " entries, table scan ", want.size(), " rows (or different ones)"));
+    }
+  }
+  return t.Commit();
+}
+
+}  // namespace ember::crashtest
