@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
@@ -12,6 +13,13 @@
 namespace ember::cache {
 
 constexpr PageNo kUnmapped = UINT32_MAX;
+
+// A precedence edge, stored on the later page: `page` as of its modification sequence number
+// `need` must be written (durably, unless the later page is fresh) before the later page.
+struct Edge {
+  PageNo page;
+  uint64_t need;
+};
 
 struct Frame {
   std::atomic<uint32_t> pins{0};
@@ -24,10 +32,20 @@ struct Frame {
   uint32_t index = 0;
   bool valid = false;  // guarded by latch: contents loaded
 
+  // Stored under meta, read without it by writers of pages that depend on this one: the
+  // modification sequence number of the newest copy whose write has completed (set to the
+  // current sequence number when the frame takes a page: what is on disk is all there is), and
+  // the write epoch of that write (stored first, so a reader that sees a written_seq sees an
+  // epoch at least as new). dirty_since: the sequence number of the Mark that made it dirty.
+  std::atomic<uint64_t> written_seq{0};
+  std::atomic<uint64_t> written_epoch{0};
+  std::atomic<uint64_t> dirty_since{0};
+
   std::mutex meta;
-  uint64_t txn_mask = 0;         // guarded by meta: bit (txn & 63) per marking transaction
-  uint64_t mod_seq = 0;          // guarded by meta: bumped by every Mark
-  std::vector<PageNo> prereqs;   // guarded by meta: pages to write before this one
+  uint64_t txn_mask = 0;       // guarded by meta: bit (txn & 63) per marking transaction
+  uint64_t mod_seq = 0;        // guarded by meta: the sequence number of the last Mark
+  bool fresh = false;          // guarded by meta: FetchNew(kUnlinked) and not written since
+  std::vector<Edge> prereqs;   // guarded by meta: what to write before this page
 };
 
 namespace {
@@ -37,7 +55,31 @@ namespace {
 // even when the transaction that made the link rolled back. Transactions share bits 0..62.
 constexpr uint64_t kSystemBit = uint64_t{1} << 63;
 uint64_t TxnBit(uint64_t txn) { return txn == 0 ? kSystemBit : uint64_t{1} << (txn % 63); }
+
+void AtomicMax(std::atomic<uint64_t>& a, uint64_t v) {
+  uint64_t cur = a.load();
+  while (cur < v && !a.compare_exchange_weak(cur, v)) {
+  }
+}
+
+// A commit flush whose pages still wait after this many rounds (only a precedence cycle that
+// AddPrecedence could not see does that) writes them in the order it has, as Firebird does.
+constexpr int kMaxFlushRounds = 8;
 }  // namespace
+
+// Copies of pages on their way to disk in one WriteBatch.
+struct BufferCache::Batch {
+  struct Item {
+    Frame* f;
+    PageNo no;
+    uint64_t seq;  // mod_seq of the copy
+    bool own;      // the caller's latched page or a claimed victim: no pin of ours to drop
+    std::unique_ptr<uint8_t[]> bytes;  // null: nothing to write (clean by the time it was seen)
+  };
+  std::vector<Item> items;
+  absl::flat_hash_map<const Frame*, uint64_t> copied;  // frame -> mod_seq of its copy here
+  uint64_t sync_epoch = 0;  // this write epoch must be durable before the batch goes out
+};
 
 // ---------------------------------------------------------------- PageRef
 
@@ -58,9 +100,13 @@ uint8_t* PageRef::data() const { return frame_->data; }
 
 void PageRef::Mark(uint64_t txn) {
   {
+    const uint64_t seq = cache_->mark_seq_.fetch_add(1) + 1;
     std::lock_guard<std::mutex> g(frame_->meta);
     frame_->txn_mask |= TxnBit(txn);
-    frame_->mod_seq++;
+    frame_->mod_seq = seq;
+    if (!frame_->dirty.load(std::memory_order_relaxed)) {
+      frame_->dirty_since.store(seq, std::memory_order_relaxed);
+    }
     frame_->dirty.store(true, std::memory_order_release);
   }
   util::Count(cache_->counters_, util::Counter::kMarks);
@@ -139,12 +185,6 @@ void BufferCache::Unlatch(Frame* f, LatchMode m) {
   else f->latch.unlock_shared();
 }
 
-bool BufferCache::IsDirtyResident(PageNo no) const {
-  Frame* f = Lookup(no);
-  return f && f->page_no.load(std::memory_order_acquire) == no &&
-         f->dirty.load(std::memory_order_acquire);
-}
-
 size_t BufferCache::DirtyCount() const {
   size_t n = 0;
   for (const auto& f : frames_) n += f->dirty.load(std::memory_order_relaxed) ? 1 : 0;
@@ -181,7 +221,7 @@ absl::StatusOr<PageRef> BufferCache::Fetch(PageNo no, LatchMode mode) {
   }
 }
 
-absl::StatusOr<PageRef> BufferCache::FetchNew(PageNo no) {
+absl::StatusOr<PageRef> BufferCache::FetchNew(PageNo no, NewPage kind) {
   util::Count(counters_, util::Counter::kFetches);
   for (;;) {
     if (Frame* f = Lookup(no)) {
@@ -191,6 +231,7 @@ absl::StatusOr<PageRef> BufferCache::FetchNew(PageNo no) {
         {
           std::lock_guard<std::mutex> g(f->meta);
           f->prereqs.clear();
+          f->fresh = kind == NewPage::kUnlinked;
         }
         f->valid = true;
         PageRef r;
@@ -204,28 +245,34 @@ absl::StatusOr<PageRef> BufferCache::FetchNew(PageNo no) {
       continue;
     }
     absl::StatusOr<PageRef> r = Load(no, LatchMode::kExclusive, /*read=*/false);
+    if (r.ok() && kind == NewPage::kUnlinked) {
+      std::lock_guard<std::mutex> g(r->frame_->meta);
+      r->frame_->fresh = true;
+    }
     if (r.ok() || !absl::IsAborted(r.status())) return r;
   }
 }
 
-absl::StatusOr<Frame*> BufferCache::ClaimVictim() {
+absl::StatusOr<Frame*> BufferCache::ClaimVictim(bool take_dirty) {
   // Two passes of the clock: the first honours reference bits. A dirty frame is a victim only
-  // when none of its prerequisites is dirty, so evicting never breaks precedence.
+  // with `take_dirty` and when it may be written now, so evicting never breaks precedence.
   const uint32_t n = opts_.capacity;
   for (uint32_t step = 0; step < 3 * n; ++step) {
     Frame* f = frames_[clock_hand_].get();
     clock_hand_ = (clock_hand_ + 1) % n;
     if (f->pins.load(std::memory_order_relaxed) != 0) continue;
     if (f->ref.exchange(false, std::memory_order_relaxed) && step < n) continue;
+    if (!take_dirty && f->dirty.load(std::memory_order_acquire)) continue;
     uint32_t expected = 0;
     if (!f->pins.compare_exchange_strong(expected, kClaimed, std::memory_order_acquire)) continue;
     if (f->dirty.load(std::memory_order_acquire)) {
-      bool blocked = false;
-      {
+      bool ok = take_dirty;
+      if (ok) {
+        uint64_t sync_epoch;
         std::lock_guard<std::mutex> g(f->meta);
-        for (PageNo p : f->prereqs) blocked |= IsDirtyResident(p);
+        ok = MayWrite(f, nullptr, &sync_epoch);
       }
-      if (blocked) {
+      if (!ok) {
         f->pins.fetch_sub(kClaimed, std::memory_order_release);
         continue;
       }
@@ -237,30 +284,13 @@ absl::StatusOr<Frame*> BufferCache::ClaimVictim() {
 }
 
 absl::Status BufferCache::WriteClaimed(Frame* f) {
-  bool had_prereqs;
-  {
-    std::lock_guard<std::mutex> g(f->meta);
-    had_prereqs = !f->prereqs.empty();
+  // Claimed: nobody else can pin it, so nobody adds an edge or writes it meanwhile.
+  Batch batch;
+  if (!AddToBatch(f, f->page_no.load(std::memory_order_relaxed), /*own=*/true, /*force=*/false,
+                  batch)) {
+    return absl::InternalError("buffer cache: an eviction victim may not be written");
   }
-  // With forced writes a prerequisite written by an earlier eviction must be durable first.
-  if (had_prereqs && opts_.forced_writes) {
-    if (absl::Status s = SyncFile(); !s.ok()) return s;
-  }
-  std::vector<uint8_t> copy(f->data, f->data + opts_.page_size);
-  page::SealPage(copy.data(), opts_.page_size);
-  const PageNo no = f->page_no.load(std::memory_order_relaxed);
-  if (absl::Status s = file_->Write(uint64_t{no} * opts_.page_size, copy.data(), copy.size());
-      !s.ok()) {
-    return s;
-  }
-  unsynced_writes_.store(true);  // before the page reads as clean
-  std::memcpy(f->data + page::hdr::kGeneration, copy.data() + page::hdr::kGeneration, 4);
-  util::Count(counters_, util::Counter::kWrites);
-  std::lock_guard<std::mutex> g(f->meta);
-  f->txn_mask = 0;
-  f->prereqs.clear();
-  f->dirty.store(false, std::memory_order_release);
-  return absl::OkStatus();
+  return Submit(batch);
 }
 
 absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) {
@@ -270,7 +300,8 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
     {
       std::lock_guard<std::mutex> g(miss_mu_);
       if (Lookup(no)) return absl::AbortedError("raced");
-      v = ClaimVictim();
+      // Clean victims first; a dirty one is written alone, so only once batch cleaning failed.
+      v = ClaimVictim(/*take_dirty=*/attempt >= 2);
     }
     if (v.ok()) {
       f = *v;
@@ -301,7 +332,23 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
       return absl::AbortedError("raced");
     }
     PageNo old = f->page_no.load(std::memory_order_relaxed);
-    if (old != kUnmapped) UnmapLocked(old);
+    if (old != kUnmapped) {
+      // What is known of the old page's durability from now on (before it reads as unmapped).
+      AtomicMax(evicted_epoch_, f->written_epoch.load(std::memory_order_acquire));
+      UnmapLocked(old);
+    }
+    {
+      // The new page is what the disk holds: written as far as any edge can ask, and durable
+      // as far as the pages that left the cache are.
+      std::lock_guard<std::mutex> m(f->meta);
+      f->txn_mask = 0;
+      f->prereqs.clear();
+      f->fresh = false;
+      f->mod_seq = mark_seq_.load();
+      f->written_epoch.store(evicted_epoch_.load(), std::memory_order_release);
+      f->written_seq.store(f->mod_seq, std::memory_order_release);
+      f->dirty.store(false, std::memory_order_release);
+    }
     f->valid = false;
     f->page_no.store(no, std::memory_order_release);
     MapLocked(no, f->index);
@@ -329,11 +376,6 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
     return s;
   }
   f->valid = true;
-  {
-    std::lock_guard<std::mutex> g(f->meta);
-    f->txn_mask = 0;
-    f->prereqs.clear();
-  }
   f->ref.store(true, std::memory_order_relaxed);
   if (mode == LatchMode::kShared) {
     f->latch.unlock();
@@ -355,89 +397,233 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
 // ---------------------------------------------------------------- precedence and flushing
 
 absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
-  if (first == then.page_no() || !IsDirtyResident(first)) return absl::OkStatus();
-  // Would the edge close a cycle? Search `first`'s prerequisites (bounded) for `then`.
-  std::vector<PageNo> stack{first};
-  absl::flat_hash_map<PageNo, bool> seen;
-  bool cycle = false;
-  int budget = 256;
-  while (!stack.empty() && !cycle) {
-    PageNo p = stack.back();
-    stack.pop_back();
-    if (!seen.emplace(p, true).second) continue;
-    if (--budget < 0) {
-      cycle = true;  // unknown: treat as a cycle (write now) as Firebird does
-      break;
-    }
-    Frame* f = Lookup(p);
-    if (!f || f->page_no.load(std::memory_order_acquire) != p) continue;
-    std::lock_guard<std::mutex> g(f->meta);
-    for (PageNo q : f->prereqs) {
-      if (q == then.page_no()) cycle = true;
-      stack.push_back(q);
+  if (first == then.page_no()) return absl::OkStatus();
+  // The version of `first` that `then` is about to depend on, and whether it is on disk yet.
+  Frame* ff = Lookup(first);
+  uint64_t need = 0;
+  bool unwritten = false;
+  std::optional<uint64_t> epoch;
+  if (ff) {
+    std::lock_guard<std::mutex> g(ff->meta);
+    if (ff->page_no.load(std::memory_order_acquire) == first) {
+      need = ff->mod_seq;
+      unwritten = ff->written_seq.load(std::memory_order_acquire) < need;
+      epoch = ff->written_epoch.load(std::memory_order_acquire);
     }
   }
-  if (cycle) {
-    Frame* ff = Lookup(first);
-    if (!ff) return absl::OkStatus();
-    return FlushSet({ff}, then.frame_);
+  // Not resident (read after finding so): written when it left the cache, maybe not synced.
+  if (!epoch) epoch = evicted_epoch_.load();
+  if (!unwritten && Durable(*epoch)) return absl::OkStatus();
+  if (unwritten) {
+    // Would the edge close a cycle? Search `first`'s prerequisites (bounded) for `then`.
+    std::vector<PageNo> stack{first};
+    absl::flat_hash_map<PageNo, bool> seen;
+    bool cycle = false;
+    int budget = 256;
+    while (!stack.empty() && !cycle) {
+      PageNo p = stack.back();
+      stack.pop_back();
+      if (!seen.emplace(p, true).second) continue;
+      if (--budget < 0) {
+        cycle = true;  // unknown: treat as a cycle (write now) as Firebird does
+        break;
+      }
+      Frame* f = Lookup(p);
+      if (!f || f->page_no.load(std::memory_order_acquire) != p) continue;
+      std::lock_guard<std::mutex> g(f->meta);
+      for (const Edge& e : f->prereqs) {
+        if (e.page == then.page_no()) cycle = true;
+        stack.push_back(e.page);
+      }
+    }
+    if (cycle) return FlushSet({ff}, then.frame_);
   }
   std::lock_guard<std::mutex> g(then.frame_->meta);
   auto& pr = then.frame_->prereqs;
-  if (std::find(pr.begin(), pr.end(), first) == pr.end()) pr.push_back(first);
+  auto it = std::find_if(pr.begin(), pr.end(), [&](const Edge& e) { return e.page == first; });
+  if (it == pr.end()) pr.push_back({first, need});
+  else it->need = std::max(it->need, need);
   return absl::OkStatus();
 }
 
+bool BufferCache::MayWrite(const Frame* f, const Batch* batch, uint64_t* sync_epoch) const {
+  uint64_t sync = 0;
+  for (const Edge& e : f->prereqs) {
+    Frame* q = Lookup(e.page);
+    uint64_t written = 0, epoch = 0;
+    bool resident = false;
+    if (q && q->page_no.load(std::memory_order_acquire) == e.page) {
+      written = q->written_seq.load(std::memory_order_acquire);
+      epoch = q->written_epoch.load(std::memory_order_acquire);
+      resident = q->page_no.load(std::memory_order_acquire) == e.page;  // still that page
+    }
+    if (!resident) {
+      // It left the cache, so it was written then; the epoch is read after finding it gone (the
+      // evictor raised evicted_epoch_ before unmapping it).
+      written = UINT64_MAX;
+      epoch = evicted_epoch_.load();
+    }
+    if (written >= e.need) {
+      // Written. A fresh page needs no more: the sync that makes it durable covers that write.
+      if (!f->fresh && !Durable(epoch)) sync = std::max(sync, epoch);
+      continue;
+    }
+    // Not written yet: a fresh page may still go out in the same batch as the needed copy.
+    if (f->fresh && batch) {
+      auto it = batch->copied.find(q);
+      if (it != batch->copied.end() && it->second >= e.need) continue;
+    }
+    return false;
+  }
+  *sync_epoch = sync;
+  return true;
+}
+
+bool BufferCache::AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& batch) {
+  const uint32_t ps = opts_.page_size;
+  Batch::Item item{f, no, 0, own, nullptr};
+  {
+    std::lock_guard<std::mutex> g(f->meta);
+    if (f->dirty.load(std::memory_order_relaxed) && f->valid) {
+      uint64_t sync_epoch = 0;
+      if (!MayWrite(f, &batch, &sync_epoch)) {
+        if (!force) return false;
+        sync_epoch = write_epoch_.load();  // at least make what was written durable first
+      }
+      batch.sync_epoch = std::max(batch.sync_epoch, sync_epoch);
+      item.seq = f->mod_seq;
+      item.bytes = std::make_unique<uint8_t[]>(ps);
+      std::memcpy(item.bytes.get(), f->data, ps);
+      page::SealPage(item.bytes.get(), ps);
+      batch.copied[f] = item.seq;
+    }
+  }
+  batch.items.push_back(std::move(item));
+  return true;
+}
+
+absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
+  const uint32_t ps = opts_.page_size;
+  std::vector<io::WriteRequest> reqs;
+  for (const Batch::Item& it : batch.items) {
+    if (it.bytes) reqs.push_back({uint64_t{it.no} * ps, it.bytes.get(), ps});
+  }
+  absl::Status s;
+  uint64_t epoch = 0;
+  if (!reqs.empty()) {
+    if (opts_.forced_writes && batch.sync_epoch != 0 && !Durable(batch.sync_epoch)) {
+      s = SyncFile();
+    }
+    if (s.ok()) s = file_->WriteBatch(reqs);
+    if (s.ok()) {
+      epoch = write_epoch_.load();  // after the writes completed (see SyncFile)
+      AtomicMax(last_write_epoch_, epoch);
+      if (epoch_out) *epoch_out = std::max(*epoch_out, epoch);
+      util::Count(counters_, util::Counter::kWrites, reqs.size());
+    }
+  }
+  for (Batch::Item& it : batch.items) {
+    if (s.ok() && it.bytes) {
+      std::lock_guard<std::mutex> g(it.f->meta);
+      it.f->written_epoch.store(epoch, std::memory_order_release);
+      if (it.f->written_seq.load(std::memory_order_relaxed) < it.seq) {
+        it.f->written_seq.store(it.seq, std::memory_order_release);
+      }
+      it.f->fresh = false;  // on disk now: a page written later may link to it
+      // Clean only if unchanged since the copy.
+      if (it.f->mod_seq == it.seq) {
+        it.f->txn_mask = 0;
+        it.f->prereqs.clear();
+        it.f->dirty.store(false, std::memory_order_release);
+      }
+    }
+    it.f->writing.store(false, std::memory_order_release);
+    if (!it.own) Unpin(it.f);
+  }
+  batch.items.clear();
+  batch.copied.clear();
+  batch.sync_epoch = 0;
+  return s;
+}
+
 absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, FlushMode mode) {
-  // Level of a page = 1 + the highest level among its dirty prerequisites; computed by DFS.
-  absl::flat_hash_map<Frame*, int> level;  // -1 while on the DFS stack
-  std::vector<std::vector<std::pair<Frame*, PageNo>>> levels;
-  struct Item {
-    Frame* f;
-    PageNo no;  // the page it held when `deps` were read (read first)
-    std::vector<Frame*> deps;
-    size_t next = 0;
-  };
+  const bool evict = mode == FlushMode::kEvict;
   auto page_of = [](Frame* f) { return f->page_no.load(std::memory_order_acquire); };
-  auto deps_of = [&](Frame* f) {
+  // The prerequisites of `f` whose needed version is not written yet (so part of this flush).
+  auto deps_of = [&](Frame* f, bool* fresh) {
     std::vector<Frame*> d;
     std::lock_guard<std::mutex> g(f->meta);
-    for (PageNo p : f->prereqs) {
-      Frame* q = Lookup(p);
-      if (q && q->page_no.load(std::memory_order_acquire) == p &&
-          q->dirty.load(std::memory_order_acquire)) {
+    *fresh = f->fresh;
+    for (const Edge& e : f->prereqs) {
+      Frame* q = Lookup(e.page);
+      if (q && q->page_no.load(std::memory_order_acquire) == e.page &&
+          q->written_seq.load(std::memory_order_acquire) < e.need) {
         d.push_back(q);
       }
     }
     return d;
   };
-  for (Frame* root : roots) {
-    if (level.contains(root)) continue;
-    std::vector<Item> st;
-    st.push_back({root, page_of(root), deps_of(root)});
-    level[root] = -1;
-    while (!st.empty()) {
-      Item& it = st.back();
-      if (it.next < it.deps.size()) {
-        Frame* d = it.deps[it.next++];
-        auto [pos, fresh] = level.try_emplace(d, -1);
-        if (fresh) st.push_back({d, page_of(d), deps_of(d)});
-        continue;  // an edge to a page on the stack (-1) is a cycle: ignore that edge
+  for (int round = 0; !roots.empty(); ++round) {
+    // Level of a page = that of its highest prerequisite in the flush, plus one unless the page
+    // is fresh (then it may share the batch); computed by DFS, so within a level prerequisites
+    // come first.
+    absl::flat_hash_map<Frame*, int> level;  // -1 while on the DFS stack
+    std::vector<std::vector<std::pair<Frame*, PageNo>>> levels;
+    struct Item {
+      Frame* f;
+      PageNo no;  // the page it held when `deps` were read (read first)
+      bool fresh;
+      std::vector<Frame*> deps;
+      size_t next = 0;
+    };
+    auto visit = [&](Frame* f) {
+      Item it{f, page_of(f), false, {}};
+      it.deps = deps_of(f, &it.fresh);
+      return it;
+    };
+    for (Frame* root : roots) {
+      if (level.contains(root)) continue;
+      std::vector<Item> st;
+      st.push_back(visit(root));
+      level[root] = -1;
+      while (!st.empty()) {
+        Item& it = st.back();
+        if (it.next < it.deps.size()) {
+          Frame* d = it.deps[it.next++];
+          if (level.try_emplace(d, -1).second) st.push_back(visit(d));
+          continue;  // an edge to a page on the stack (-1) is a cycle: ignore that edge
+        }
+        int lv = 0;
+        for (Frame* d : it.deps) {
+          if (level[d] >= 0) lv = std::max(lv, level[d] + (it.fresh ? 0 : 1));
+        }
+        level[it.f] = lv;
+        if (levels.size() <= static_cast<size_t>(lv)) levels.resize(lv + 1);
+        levels[lv].emplace_back(it.f, it.no);
+        st.pop_back();
       }
-      int lv = 0;
-      for (Frame* d : it.deps) lv = std::max(lv, level[d] + 1);
-      level[it.f] = lv;
-      if (levels.size() <= static_cast<size_t>(lv)) levels.resize(lv + 1);
-      levels[lv].emplace_back(it.f, it.no);
-      st.pop_back();
     }
+    std::vector<Frame*> later;
+    if (absl::Status s = WriteLevels(levels, held, mode, /*force=*/round + 1 >= kMaxFlushRounds,
+                                     evict ? nullptr : &later);
+        !s.ok()) {
+      return s;
+    }
+    roots = std::move(later);
   }
-  return WriteLevels(levels, held, mode);
+  // Durable when it returns: also what others (evictions) wrote of these pages earlier.
+  if (opts_.forced_writes && !evict && !Durable(last_write_epoch_.load())) return SyncFile();
+  return absl::OkStatus();
 }
 
 absl::Status BufferCache::SyncFile() {
-  unsynced_writes_.store(false);
-  return file_->Sync();
+  // Every write that completed before this increment read an epoch <= e (writers read the epoch
+  // after their write completes), so this sync covers every write of epoch e and before.
+  const uint64_t e = write_epoch_.fetch_add(1);
+  syncs_.fetch_add(1, std::memory_order_relaxed);
+  absl::Status s = file_->Sync();
+  if (s.ok()) AtomicMax(durable_epoch_, e);
+  return s;
 }
 
 // Writes level by level; pages of one level go out in batches. A page being copied is pinned
@@ -446,52 +632,23 @@ absl::Status BufferCache::SyncFile() {
 // `writing` flags of its own: it submits what it has first. That keeps it deadlock-free against
 // threads that hold latches and wait for `writing`.
 absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels,
-                                      Frame* held, FlushMode mode) {
+                                      Frame* held, FlushMode mode, bool force,
+                                      std::vector<Frame*>* later) {
   const bool evict = mode == FlushMode::kEvict;
-  bool stopped = false;  // eviction mode met a busy page: later levels must wait
-  const uint32_t ps = opts_.page_size;
-  struct Pending {
-    Frame* f;
-    PageNo no;
-    uint64_t seq;
-    bool own;
-    std::unique_ptr<uint8_t[]> bytes;
-  };
-  std::vector<Pending> batch;
+  Batch batch;
   absl::Status first_error;
-  // A level-0 page with (clean) prerequisites: they were written after the edge was recorded,
-  // perhaps by an eviction that did not sync. With forced writes, sync before writing it.
-  bool presync = false;
+  uint64_t written = 0;  // newest write epoch of this call's writes
   auto submit = [&]() {
-    std::vector<io::WriteRequest> reqs;
-    for (const Pending& p : batch) {
-      if (p.bytes) reqs.push_back({uint64_t{p.no} * ps, p.bytes.get(), ps});
-    }
-    absl::Status s;
-    if (!reqs.empty() && presync && opts_.forced_writes && unsynced_writes_.load()) s = SyncFile();
-    presync = false;
-    if (s.ok() && !reqs.empty()) s = file_->WriteBatch(reqs);
-    if (s.ok() && !reqs.empty()) {
-      unsynced_writes_.store(true);  // before the pages read as clean
-      util::Count(counters_, util::Counter::kWrites, reqs.size());
-    }
-    for (Pending& p : batch) {
-      if (s.ok() && p.bytes) {
-        std::lock_guard<std::mutex> g(p.f->meta);
-        // Clean only if unchanged since the copy.
-        if (p.f->mod_seq == p.seq) {
-          p.f->txn_mask = 0;
-          p.f->prereqs.clear();
-          p.f->dirty.store(false, std::memory_order_release);
-        }
-      }
-      p.f->writing.store(false, std::memory_order_release);
-      if (!p.own) Unpin(p.f);
-    }
-    batch.clear();
+    absl::Status s = Submit(batch, &written);
     if (!s.ok() && first_error.ok()) first_error = s;
   };
   for (size_t lv = 0; lv < levels.size() && first_error.ok(); ++lv) {
+    // Every level after the first holds pages that follow pages of the level before: sync before
+    // pinning any of them (a presync would hold their pins and `writing` flags through it).
+    if (lv > 0 && opts_.forced_writes && written != 0 && !Durable(written)) {
+      first_error = SyncFile();
+      if (!first_error.ok()) break;
+    }
     for (auto [f, no] : levels[lv]) {
       const bool own = (f == held);
       if (!own) {
@@ -500,21 +657,16 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, 
           if (evict) break;
           std::this_thread::yield();  // being evicted: the evictor writes it
         }
-        if (!pinned) {
-          stopped |= evict;
-          continue;
-        }
+        if (!pinned) continue;
       }
       if (evict) {
         if (f->writing.exchange(true, std::memory_order_acquire)) {
           if (!own) Unpin(f);
-          stopped = true;
           continue;
         }
         if (!own && !f->latch.try_lock_shared()) {
           f->writing.store(false, std::memory_order_release);
           Unpin(f);
-          stopped = true;
           continue;
         }
       } else {
@@ -522,51 +674,53 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, 
         // flag, since the latch holder may be flushing this very page as its own (`held`) and
         // spin on that flag (AddPrecedence's cycle breaking).
         if (!own && !f->latch.try_lock_shared()) {
-          if (!batch.empty()) submit();
+          if (!batch.items.empty()) submit();
           f->latch.lock_shared();
         }
         while (f->writing.exchange(true, std::memory_order_acquire)) {
-          if (!batch.empty()) submit();
+          if (!batch.items.empty()) submit();
           std::this_thread::yield();
         }
       }
-      Pending p{f, no, 0, own, nullptr};
-      {
-        std::lock_guard<std::mutex> g(f->meta);
-        p.seq = f->mod_seq;
-        if (f->dirty.load(std::memory_order_relaxed) && f->valid) {
-          p.bytes = std::make_unique<uint8_t[]>(ps);
-          std::memcpy(p.bytes.get(), f->data, ps);
-          page::SealPage(p.bytes.get(), ps);
-          if (lv == 0 && !f->prereqs.empty()) presync = true;
-        }
-      }
+      const bool added = AddToBatch(f, no, own, force, batch);
       if (!own) f->latch.unlock_shared();
-      batch.push_back(std::move(p));
+      if (!added) {  // a prerequisite is not written yet: skip it (eviction) or try again later
+        f->writing.store(false, std::memory_order_release);
+        if (!own) Unpin(f);
+        if (later) later->push_back(f);
+      }
     }
     submit();
-    if (stopped) break;
-    if (first_error.ok() && opts_.forced_writes && lv + 1 < levels.size()) {
-      first_error = SyncFile();
-    }
   }
-  if (!first_error.ok()) return first_error;
-  if (opts_.forced_writes && !evict) return SyncFile();
-  return absl::OkStatus();
+  return first_error;
 }
 
 void BufferCache::CleanForEviction() {
-  // Dirty unpinned pages, oldest by clock position first; their dirty prerequisites come along.
-  std::vector<Frame*> roots;
-  const uint32_t n = opts_.capacity;
-  for (uint32_t i = 0; i < n && roots.size() < 64; ++i) {
-    Frame* f = frames_[i].get();
+  // One cleaner at a time; whoever waited for it finds frames cleaned and returns (the cleaner
+  // never blocks, so waiting here while holding latches cannot deadlock).
+  const uint64_t round = clean_rounds_.load();
+  std::lock_guard<std::mutex> g(clean_mu_);
+  if (clean_rounds_.load() != round) return;
+  // The oldest dirty, unpinned pages (by when they became dirty), a quarter of the cache: their
+  // prerequisites come along, and a batch that size needs only a few syncs.
+  std::vector<std::pair<uint64_t, Frame*>> dirty;
+  for (const auto& f : frames_) {
     if (f->dirty.load(std::memory_order_acquire) && f->pins.load(std::memory_order_relaxed) == 0) {
-      roots.push_back(f);
+      dirty.emplace_back(f->dirty_since.load(std::memory_order_relaxed), f.get());
     }
   }
-  if (roots.empty()) return;
-  (void)FlushSet(std::move(roots), nullptr, FlushMode::kEvict);  // errors resurface on retry
+  const size_t want = std::max<size_t>(1, opts_.capacity / 4);
+  if (dirty.size() > want) {
+    std::nth_element(dirty.begin(), dirty.begin() + static_cast<ptrdiff_t>(want), dirty.end());
+    dirty.resize(want);
+  }
+  std::vector<Frame*> roots;
+  roots.reserve(dirty.size());
+  for (const auto& d : dirty) roots.push_back(d.second);
+  if (!roots.empty()) {
+    (void)FlushSet(std::move(roots), nullptr, FlushMode::kEvict);  // errors resurface on retry
+  }
+  clean_rounds_.fetch_add(1);
 }
 
 absl::Status BufferCache::FlushTxns(std::span<const uint64_t> txns) {
@@ -611,6 +765,7 @@ void BufferCache::DiscardAll() {
     std::lock_guard<std::mutex> m(f->meta);
     f->txn_mask = 0;
     f->prereqs.clear();
+    f->fresh = false;
     f->dirty.store(false, std::memory_order_release);
   }
 }

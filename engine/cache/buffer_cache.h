@@ -7,14 +7,37 @@
 //   frame's identity (may change page_no or reuse the buffer) only while it has set kClaimed in
 //   `pins` with no other pins; pinning threads that see kClaimed back off and retry.
 // - Page bytes change only under the frame's exclusive latch; `Mark` records the change (dirty,
-//   the transaction's bit, a modification sequence) under the frame's `meta` mutex.
-// - Precedence edges are stored on the later page (`prereqs`): before that page is written, every
-//   prerequisite that is resident and dirty is written first (and, with forced writes, synced).
+//   the transaction's bit, a modification sequence number) under the frame's `meta` mutex. At
+//   most one `meta` mutex is held at a time.
 // - Lock order: miss_mu_ -> (no latch is taken while holding miss_mu_); latch -> meta.
 //   Writers of a chain take shared latches on prerequisite pages; a caller must not hold an
 //   exclusive latch on a page that is a prerequisite of what it asks to flush (the engine only
 //   flushes at commit and close, holding no latches, or through AddPrecedence's cycle breaking,
 //   which writes the caller's own latched page from its ref).
+//
+// Careful write (architecture.md, "Durability"): AddPrecedence(B, A) records on B an edge to A's
+// current version (its modification sequence number). The rule checked before every single page
+// write, by the writer, under B's latch (so no edge can be added meanwhile), is:
+// - B may be written only once every version B's edges ask for has been written (a write
+//   completed). Otherwise B waits (a commit flush writes it in a later round; an eviction skips
+//   it).
+// - With forced writes, B may be written only once those writes are also durable (synced) -
+//   unless B is "fresh": allocated from a PIP (FetchNew(kUnlinked)) and not written since. Nothing
+//   on disk links to a fresh page, and every page that will link to it records an edge to it, so
+//   that page is written only once B is durable; and B's prerequisites were written no later
+//   than B, so the sync that makes B durable makes them durable too. A fresh page may therefore
+//   go out in the same batch as its prerequisites, with no sync between (prerequisites whose
+//   needed version is only in the same batch are allowed for fresh pages only).
+// - Without forced writes there is no sync at all; the order of completed writes still holds,
+//   which is what a process crash (SIGKILL) can observe.
+// Durability is tracked in write epochs: a write completed while the epoch counter reads e is
+// durable once a sync that started after the counter moved past e has returned (durable_epoch_
+// >= e), so a sync another thread already made is never repeated. A flush groups pages in levels
+// (a non-fresh page one level above its highest prerequisite still to be written, a fresh page on
+// its prerequisites' level), writes each level as one batch and syncs between levels; the rule
+// above is still checked per page, and a batch holding a page whose prerequisite was written
+// earlier (by an eviction) but is not durable yet syncs first. Evictions clean the oldest quarter
+// of the cache in one such flush, so a bulk load costs a few syncs per quarter of the cache.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -39,7 +62,13 @@ enum class LatchMode { kShared, kExclusive };
 struct CacheOptions {
   uint32_t page_size = page::kDefaultPageSize;
   uint32_t capacity = 2048;   // frames
-  bool forced_writes = true;  // sync between precedence levels and after flushes
+  bool forced_writes = true;  // prerequisites durable before dependents; flushes end synced
+};
+
+// What a page handed out by FetchNew is to the file on disk.
+enum class NewPage {
+  kPlaced,    // may be found on disk without a link (a PIP, the first pages): ordinary rules
+  kUnlinked,  // nothing on disk links to it (just allocated from a PIP): "fresh" until written
 };
 
 class BufferCache;
@@ -85,15 +114,18 @@ class BufferCache {
   // frame is pinned, or the read error.
   absl::StatusOr<PageRef> Fetch(PageNo no, LatchMode mode);
   // Pins page `no` exclusively without reading it (a newly allocated page): its bytes are zero.
-  absl::StatusOr<PageRef> FetchNew(PageNo no);
+  // kUnlinked promises that nothing on disk links to the page (see "fresh" above).
+  absl::StatusOr<PageRef> FetchNew(PageNo no, NewPage kind = NewPage::kPlaced);
 
-  // Records that `first` must reach disk before `then` (whose exclusive ref the caller holds
-  // and is about to change). If the edge would close a cycle, `first` (with its own chain,
-  // including `then` as it is now) is written at once instead.
+  // Records that `first`, as it is now, must reach disk before `then` (whose exclusive ref the
+  // caller holds and is about to change). Nothing is recorded when that version of `first` is
+  // already on disk (durably, with forced writes). If the edge would close a cycle, `first`
+  // (with its own chain, including `then` as it is now) is written at once instead.
   absl::Status AddPrecedence(PageRef& then, PageNo first);
 
-  // Writes every page dirtied by any of `txns` (and every dirty prerequisite) in precedence
-  // order, in batches. Syncs between precedence levels and at the end when forced writes are on.
+  // Writes every page dirtied by any of `txns` (and every prerequisite still to be written) in
+  // precedence order, in batches; with forced writes, syncs where the rules above need it and
+  // at the end, so that everything is durable when it returns.
   absl::Status FlushTxns(std::span<const uint64_t> txns);
   // Writes the given pages (with prerequisites), same rules.
   absl::Status FlushPages(std::span<const PageNo> pages);
@@ -110,6 +142,8 @@ class BufferCache {
   util::PageCounters counters() const { return counters_.Total(); }
   // Number of dirty frames (for tests and stats).
   size_t DirtyCount() const;
+  // Syncs the cache has issued (for tests and benchmarks).
+  uint64_t SyncCount() const { return syncs_.load(std::memory_order_relaxed); }
 
  private:
   friend class PageRef;
@@ -126,24 +160,45 @@ class BufferCache {
   void Latch(Frame* f, LatchMode m);
   void Unlatch(Frame* f, LatchMode m);
   absl::StatusOr<PageRef> Load(PageNo no, LatchMode mode, bool read);
-  absl::StatusOr<Frame*> ClaimVictim();
-  bool IsDirtyResident(PageNo no) const;
+  // A victim frame, claimed. Dirty frames qualify only with `take_dirty` and when they may be
+  // written now (WriteClaimed then writes them).
+  absl::StatusOr<Frame*> ClaimVictim(bool take_dirty);
 
-  // Writes the pages in `order` (already in precedence order, grouped in levels).
-  // How a flush treats busy pages: a commit/close flush waits for latches and syncs at the end;
-  // an eviction flush (the cache is full of dirty pages whose prerequisites are dirty too) may
-  // run while the caller holds latches, so it never blocks: it stops at the first busy page.
-  enum class FlushMode { kDurable, kEvict };
+  struct Batch;
+  // Whether `f` may be written now (the rule in the file comment). REQUIRES f->meta, and f latched
+  // or claimed so that no edge is added meanwhile. `batch`: the copies about to go out with it.
+  // Returns false when it must wait; otherwise *sync_epoch is the newest write epoch that must be
+  // durable before it is written (0: none).
+  bool MayWrite(const Frame* f, const Batch* batch, uint64_t* sync_epoch) const;
+  // Copies `f` (latched or claimed; takes its meta) into `batch` if dirty and MayWrite allows, or
+  // regardless with `force` (after a sync: the last resort of a flush stuck on a cycle). Returns
+  // false when it must wait.
+  bool AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& batch);
+  // Writes the batch (after a sync if it needs one), then marks its pages written, clean if
+  // unchanged since the copy, and releases their `writing` flags and pins. Raises *epoch_out
+  // (if given) to the write epoch of the batch.
+  absl::Status Submit(Batch& batch, uint64_t* epoch_out = nullptr);
+  bool Durable(uint64_t epoch) const {
+    return !opts_.forced_writes || epoch <= durable_epoch_.load(std::memory_order_acquire);
+  }
+
+  // Writes the pages of `levels` (precedence order, see FlushSet) level by level, in batches.
+  // How a flush treats busy pages: a commit/close flush waits for latches; an eviction flush (the
+  // cache is full of dirty pages) may run while the caller holds latches, so it never blocks: it
+  // skips busy pages and pages that may not be written yet. Pages a commit flush could not write
+  // yet (a prerequisite changed or gained an edge after the levels were computed) go to `later`.
   // Each entry is a frame with the page it held when the levels were computed: a frame that holds
   // another page by the time its level is written was evicted (so written) and reused meanwhile,
-  // and is skipped (writing its new page here could break that page's precedence).
+  // and is skipped.
+  enum class FlushMode { kDurable, kEvict };
   absl::Status WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels,
-                           Frame* held, FlushMode mode);
-  // file_->Sync(), first clearing unsynced_writes_.
+                           Frame* held, FlushMode mode, bool force, std::vector<Frame*>* later);
+  // file_->Sync(), advancing the write epoch first.
   absl::Status SyncFile();
   absl::Status FlushSet(std::vector<Frame*> roots, Frame* held,
                         FlushMode mode = FlushMode::kDurable);
-  // Writes some dirty, unpinned pages with their prerequisites so that eviction finds victims.
+  // Writes the oldest dirty, unpinned pages (a quarter of the cache) with their prerequisites so
+  // that eviction finds clean victims.
   void CleanForEviction();
   absl::Status WriteClaimed(Frame* f);
 
@@ -154,10 +209,19 @@ class BufferCache {
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> table_;  // chunk pointers
   std::mutex miss_mu_;                                              // misses, eviction, mapping
   uint32_t clock_hand_ = 0;                                         // guarded by miss_mu_
-  // Set after every page write, cleared just before every sync: a write may not be durable yet.
-  // With forced writes, a page whose precedence edges point at pages written since (by an
-  // eviction, which does not sync) is written only after a sync while this is set.
-  std::atomic<bool> unsynced_writes_{false};
+  // Modification sequence numbers: every Mark takes the next one.
+  std::atomic<uint64_t> mark_seq_{1};
+  // Write epochs (see the file comment): writes completing now belong to write_epoch_; every
+  // write of an epoch <= durable_epoch_ is durable. last_write_epoch_: the newest epoch of any
+  // completed write; evicted_epoch_: the newest epoch of a write whose page has left its frame
+  // (what is known of a page that is not resident, or was read back).
+  std::atomic<uint64_t> write_epoch_{1};
+  std::atomic<uint64_t> durable_epoch_{0};
+  std::atomic<uint64_t> last_write_epoch_{0};
+  std::atomic<uint64_t> evicted_epoch_{0};
+  std::atomic<uint64_t> syncs_{0};
+  std::mutex clean_mu_;                      // one CleanForEviction at a time
+  std::atomic<uint64_t> clean_rounds_{0};    // CleanForEviction calls completed
   mutable util::ShardedCounters counters_;
 };
 

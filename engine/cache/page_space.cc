@@ -18,20 +18,26 @@ absl::StatusOr<PageRef> PageSpace::FetchPip(uint32_t k, bool create) {
   const PageNo no = page::PipPageNo(k, cache_->page_size());
   if (no < page_count_) return cache_->Fetch(no, LatchMode::kExclusive);
   if (!create) return absl::NotFoundError("no such PIP");
-  absl::StatusOr<PageRef> r = cache_->FetchNew(no);
-  if (!r.ok()) return r.status();
-  page::InitPip(r->data(), cache_->page_size(), no, k * per_pip_);
+  {
+    absl::StatusOr<PageRef> r = cache_->FetchNew(no);
+    if (!r.ok()) return r.status();
+    page::InitPip(r->data(), cache_->page_size(), no, k * per_pip_);
+    r->Mark(0);
+  }
   page_count_ = no + 1;
-  return r;
+  // A PIP is found by its place in the file, not through a link, and the pages it hands out are
+  // fresh (written without waiting for it to be durable): so it goes to disk before any of them
+  // can, or a crash could leave the file reaching past a PIP that reads as zeros.
+  const PageNo pip[] = {no};
+  if (absl::Status s = cache_->FlushPages(pip); !s.ok()) return s;
+  return cache_->Fetch(no, LatchMode::kExclusive);
 }
 
 absl::StatusOr<PageRef> PageSpace::Allocate(uint64_t txn) {
   std::lock_guard<std::mutex> g(mu_);
   for (uint32_t k = hint_pip_;; ++k) {
-    const bool fresh = page::PipPageNo(k, cache_->page_size()) >= page_count_;
     absl::StatusOr<PageRef> pip = FetchPip(k, /*create=*/true);
     if (!pip.ok()) return pip.status();
-    if (fresh) pip->Mark(txn);
     std::optional<PageNo> p = page::PipFindFree(pip->data(), cache_->page_size());
     if (!p) {
       hint_pip_ = k + 1;
@@ -42,7 +48,9 @@ absl::StatusOr<PageRef> PageSpace::Allocate(uint64_t txn) {
     const PageNo pip_no = pip->page_no();
     pip->Release();
     if (*p >= page_count_) page_count_ = *p + 1;
-    absl::StatusOr<PageRef> page = cache_->FetchNew(*p);
+    // Free in the PIP, so nothing on disk links to it (careful write keeps a reachable page
+    // allocated in its PIP): the cache may write it before the PIP's new version is durable.
+    absl::StatusOr<PageRef> page = cache_->FetchNew(*p, NewPage::kUnlinked);
     if (!page.ok()) return page.status();
     if (absl::Status s = cache_->AddPrecedence(*page, pip_no); !s.ok()) return s;
     return page;

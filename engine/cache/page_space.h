@@ -2,7 +2,9 @@
 // on behalf of a transaction and records "PIP before new page" precedence on the new page, so
 // any page that later links to the new one (and so must follow it to disk) also follows the PIP:
 // after a crash a reachable page is never free in its PIP. Unreachable-but-allocated pages are
-// what Validate() reports and frees.
+// what Validate() reports and frees. A page handed out is fresh to the cache
+// (FetchNew(kUnlinked)): free in its PIP, nothing on disk links to it. A new PIP is written (and
+// synced, with forced writes) before any page is allocated from it.
 #pragma once
 #include <cstdint>
 #include <mutex>

@@ -556,8 +556,10 @@ absl::StatusOr<PageRef> BTree::Impl::Splitter::NewPage() {
   if (fresh_.empty()) return t_->space->Allocate(0);  // PagesNeeded is an upper bound: unused
   const PageNo no = fresh_.back();
   fresh_.pop_back();
-  // Usually still resident (clean and zero), so no eviction happens under our latches.
-  absl::StatusOr<PageRef> p = t_->cache->FetchNew(no);
+  // Usually still resident (clean and zero), so no eviction happens under our latches. Allocated
+  // from its PIP and linked from nothing yet: unlinked, so the cache may write it in the same
+  // batch as the pages it depends on (no sync per split along a chain of new pages).
+  absl::StatusOr<PageRef> p = t_->cache->FetchNew(no, cache::NewPage::kUnlinked);
   if (!p.ok()) return p.status();
   // FetchNew forgets the page's prerequisites: "its PIP before it" again (PageSpace::Allocate).
   const uint32_t ps = t_->page_size;

@@ -17,6 +17,7 @@
 #include "engine/cache/page_space.h"
 #include "engine/page/pip.h"
 #include "engine/util/counters.h"
+#include "tests/cache/cache_test_util.h"
 #include "tests/engine_test_util.h"
 
 using namespace ember;
@@ -30,51 +31,19 @@ using unit::CheckBefore;
 using unit::CheckPage;
 using unit::FillPage;
 using unit::TestDb;
+using cachetest::kPs;
+using cachetest::kTsan;
+using cachetest::MakePage;
+using cachetest::Opts;
+using cachetest::RewritePage;
+using cachetest::WritesOf;
 
 namespace {
-
-constexpr uint32_t kPs = 4096;
-
-// ThreadSanitizer keys lock order by mutex, i.e. by frame; frames change pages, so two latches
-// taken in page order look like an inversion to it. Under TSan the concurrent test holds one
-// latch at a time.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kTsan = true;
-#else
-constexpr bool kTsan = false;
-#endif
-
-CacheOptions Opts(uint32_t capacity, bool forced = false) {
-  CacheOptions o;
-  o.page_size = kPs;
-  o.capacity = capacity;
-  o.forced_writes = forced;
-  return o;
-}
-
-// Creates page `no` with FillPage(no, stamp), marked for `txn`.
-void MakePage(BufferCache& c, PageNo no, uint64_t stamp, uint64_t txn = 1) {
-  PageRef r = VALUE_OR_FAIL(c.FetchNew(no));
-  FillPage(r.data(), c.page_size(), no, stamp);
-  r.Mark(txn);
-}
-
-// Rewrites page `no` (fetched exclusively) with FillPage(no, stamp), marked for `txn`.
-void RewritePage(BufferCache& c, PageNo no, uint64_t stamp, uint64_t txn = 1) {
-  PageRef r = VALUE_OR_FAIL(c.Fetch(no, LatchMode::kExclusive));
-  FillPage(r.data(), c.page_size(), no, stamp);
-  r.Mark(txn);
-}
 
 std::string ReadCheck(BufferCache& c, PageNo no, uint64_t stamp) {
   absl::StatusOr<PageRef> r = c.Fetch(no, LatchMode::kShared);
   if (!r.ok()) return std::string(r.status().ToString());
   return CheckPage(r->data(), c.page_size(), no, stamp);
-}
-
-size_t WritesOf(const std::vector<unit::IoEvent>& ev, PageNo p) {
-  return std::count_if(ev.begin(), ev.end(),
-                       [&](const unit::IoEvent& e) { return !e.sync && e.page == p; });
 }
 
 bool Contains(absl::string_view haystack, absl::string_view needle) {
@@ -159,16 +128,21 @@ TEST_CASE("cache: dirty pages are written when evicted and by FlushAll, once eac
   CHECK(db.file().events().empty());
   CHECK(c.DirtyCount() == 16);
 
-  MakePage(c, 18, 18);  // needs a frame: one dirty page is written first
+  // Needs a frame: the oldest quarter of the dirty pages (2..5) is written, in one batch.
+  MakePage(c, 18, 18);
   std::vector<unit::IoEvent> ev = db.file().events();
-  REQUIRE(ev.size() == 1);
-  const PageNo evicted = ev[0].page;
-  CHECK(evicted >= 2);
-  CHECK(evicted < 18);
-  CHECK(ev[0].stamp == evicted);
-  CHECK(c.DirtyCount() == 16);
-  CHECK(CheckPage(reinterpret_cast<const uint8_t*>(db.DiskPage(evicted).data()), kPs, evicted,
-                  evicted) == "");
+  INFO(unit::Describe(ev));
+  REQUIRE(ev.size() == 4);
+  for (const unit::IoEvent& e : ev) {
+    CHECK(!e.sync);
+    CHECK(e.step == ev[0].step);
+    CHECK(e.page >= 2);
+    CHECK(e.page < 6);
+    CHECK(e.stamp == e.page);
+    CHECK(CheckPage(reinterpret_cast<const uint8_t*>(db.DiskPage(e.page).data()), kPs, e.page,
+                    e.page) == "");
+  }
+  CHECK(c.DirtyCount() == 13);
 
   REQUIRE_OK(c.FlushAll());
   CHECK(c.DirtyCount() == 0);
@@ -489,10 +463,12 @@ TEST_CASE("cache: with forced writes, a page whose prerequisite was written by a
     FillPage(b.data(), kPs, 3, 3);
     REQUIRE_OK(c.AddPrecedence(b, 2));
     b.Mark(1);
-    // Push A out while B is pinned: A has no prerequisites, so eviction simply writes it.
-    for (PageNo p = 100; p < 140; ++p) VALUE_OR_FAIL(c.FetchNew(p)).Release();
+    // Push A out while B is pinned: A (the oldest dirty page) has no prerequisites, so eviction
+    // simply writes it.
+    for (PageNo p = 100; p < 140; ++p) MakePage(c, p, p);
   }
   std::vector<unit::IoEvent> ev = db.file().events();
+  INFO(unit::Describe(ev));
   REQUIRE(WritesOf(ev, 2) == 1);
   REQUIRE(WritesOf(ev, 3) == 0);
   REQUIRE_OK(c.FlushAll());  // writes B
@@ -763,12 +739,21 @@ TEST_CASE("page space: Allocate gives distinct zeroed pages; Free and IsFree", "
   CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == count);
 }
 
-TEST_CASE("page space: the PIP reaches disk before a page allocated from it", "[cache]") {
+TEST_CASE("page space: a page allocated from a PIP goes out no earlier than the PIP, and a page "
+          "linking to it only after both (and a sync)",
+          "[cache]") {
   for (bool forced : {false, true}) {
     TestDb db(Opts(64, forced));
     BufferCache& c = db.cache();
     PageSpace space(&c, 2);
-    REQUIRE_OK(c.FlushAll());
+    PageNo link;
+    {
+      PageRef l = VALUE_OR_FAIL(space.Allocate(4));
+      link = l.page_no();
+      FillPage(l.data(), kPs, link, 1);
+      l.Mark(4);
+    }
+    REQUIRE_OK(c.FlushAll());  // the linking page is on disk (reachable, say)
     db.file().ClearEvents();
     PageNo p;
     {
@@ -777,10 +762,22 @@ TEST_CASE("page space: the PIP reaches disk before a page allocated from it", "[
       FillPage(r.data(), kPs, p, 1);
       r.Mark(4);
     }
+    {
+      PageRef l = VALUE_OR_FAIL(c.Fetch(link, LatchMode::kExclusive));
+      REQUIRE_OK(c.AddPrecedence(l, p));
+      unit::SetStamp(l.data(), 2);
+      l.Mark(4);
+    }
     REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{4}));
     const std::vector<unit::IoEvent> ev = db.file().events();
     INFO("forced " << forced << ": " << unit::Describe(ev));
-    CHECK(CheckBefore(ev, 1, p, forced) == "");
+    // The new page is fresh: it may share the PIP's batch, never precede it.
+    REQUIRE(unit::FirstWrite(ev, 1) >= 0);
+    REQUIRE(unit::FirstWrite(ev, p) >= 0);
+    CHECK(ev[unit::FirstWrite(ev, 1)].step <= ev[unit::FirstWrite(ev, p)].step);
+    // The page that links to it follows both, after a sync.
+    CHECK(CheckBefore(ev, p, link, forced) == "");
+    CHECK(CheckBefore(ev, 1, link, forced) == "");
   }
 }
 
