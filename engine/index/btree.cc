@@ -130,27 +130,41 @@ struct SplitPlan {
 // left, the node's own fence for the right. Appending at the right end of a level (ascending
 // loads) leaves the left page full when it fits; otherwise the larger half is made as small as
 // possible. Returns 0 when no split point makes both halves fit, which BtreeMaxKeySize rules
-// out: with entries of at most E = 12 + K bytes and fences of at most 2 + K, a page holding four
-// entries and a fence leaves a window of at least E bytes of split points where both halves fit.
+// out: with entries of at most E = 12 + 2 + K bytes (a restart slot included) and fences of at
+// most 2 + K, a page holding four entries and a fence leaves a window of at least E bytes of split
+// points where both halves fit.
 size_t ChooseSplit(const BtreeNode& node, size_t inserted, uint32_t page_size) {
   const size_t n = node.entries.size();
   const bool internal = !node.leaf();
   const auto& e = node.entries;
-  std::vector<size_t> sum(n + 1, 0);  // encoded bytes of entries [0, i) as they sit now
+  constexpr size_t kR = page::kBtreeRestartInterval;
+  // Each half is encoded afresh: entries compressed against their predecessor except every kR-th
+  // from the half's first, stored whole (costing `shared[i]` more bytes), plus the restart array.
+  std::vector<size_t> sum(n + 1, 0);  // compressed bytes of entries [0, i)
+  std::vector<size_t> shared(n, 0);   // bytes entry i shares with entry i-1
   for (size_t i = 0; i < n; ++i) {
-    sum[i + 1] =
-        sum[i] + page::BtreeEntrySize(i > 0 ? std::string_view(e[i - 1].key) : "", e[i].key);
+    shared[i] = i > 0 ? CommonPrefix(e[i - 1].key, e[i].key) : 0;
+    sum[i + 1] = sum[i] + page::bt::kEntryOverhead + e[i].key.size() - shared[i];
   }
+  // stride[i]: extra bytes of entries i, i+kR, i+2kR, ... stored whole (a half starting at i).
+  std::vector<size_t> stride(n + kR, 0);
+  for (size_t i = n; i-- > 0;) stride[i] = shared[i] + stride[i + kR];
+  auto restart_bytes = [&](size_t entries) {
+    return page::bt::kRestartSize * ((entries + kR - 1) / kR);
+  };
   const size_t right_fence = node.fence ? page::bt::kFenceOverhead + node.fence->size() : 0;
   auto left_bytes = [&](size_t k) {
     const size_t sep = internal ? e[k].key.size() : CommonPrefix(e[k - 1].key, e[k].key) + 1;
-    return page::kBtreeHeaderSize + sum[k] + page::bt::kFenceOverhead + sep;
+    // The left half starts at entry 0, so its restarts are where they are in `stride` from 0,
+    // minus those at or past k.
+    const size_t extra = stride[0] - stride[(k + kR - 1) / kR * kR];
+    return page::kBtreeHeaderSize + sum[k] + extra + restart_bytes(k) +
+           page::bt::kFenceOverhead + sep;
   };
   auto right_bytes = [&](size_t k) {
-    const size_t from = internal ? k + 1 : k;  // the right half's first entry, stored whole
-    const size_t entries =
-        from >= n ? 0 : page::bt::kEntryOverhead + e[from].key.size() + sum[n] - sum[from + 1];
-    return page::kBtreeHeaderSize + right_fence + entries;
+    const size_t from = internal ? k + 1 : k;  // the right half's first entry
+    const size_t entries = from >= n ? 0 : sum[n] - sum[from] + stride[from];
+    return page::kBtreeHeaderSize + right_fence + entries + restart_bytes(n - std::min(n, from));
   };
   if (inserted + 1 == n && node.right_sibling == page::kNoPage && n >= 2 &&
       left_bytes(n - 1) <= page_size && right_bytes(n - 1) <= page_size) {
@@ -259,6 +273,21 @@ absl::Status BTree::Impl::MoveRight(const Bound& b, LatchMode mode, PageRef* pag
 absl::Status BTree::Impl::PickChild(const uint8_t* data, PageNo no, const BtreeHeader& h,
                                     const Bound& b, PageNo* child, std::string* lower,
                                     bool* has_lower) const {
+  if (!lower && !b.infinite) {
+    // The child is the last separator below the bound (or equal to it, inclusive).
+    page::BtreeSlot slot;
+    if (absl::Status s = page::BtreeLowerBound(data, page_size, no, h, b.key, &slot); !s.ok()) {
+      return s;
+    }
+    const bool take_equal = slot.equal && b.inclusive;
+    const uint64_t v = take_equal ? slot.value : slot.has_prev() ? slot.prev_value : h.low_page;
+    if (v == page::kNoPage || v > UINT32_MAX) {
+      return Corrupt(no, absl::StrCat("child page ", v));
+    }
+    *child = static_cast<PageNo>(v);
+    if (has_lower && (take_equal || slot.has_prev())) *has_lower = true;
+    return absl::OkStatus();
+  }
   // Entries are prefix compressed, so they are decoded in order; the walk stops at the first
   // separator past the bound.
   page::BtreeEntryReader r(data, page_size, no);
@@ -357,41 +386,43 @@ absl::Status CheckKeySize(const char* op, std::string_view key, uint32_t max_key
 
 }  // namespace
 
-// Under tree_mu shared: the leaf for `key`, latched exclusively, decoded; `edit(node, pos)`
-// (pos: the first entry >= key) changes it or returns an error. Returns whether the changed node
-// fit the page (then it is written and marked for `txn`) or the error.
-absl::StatusOr<bool> BTree::Impl::EditLeaf(std::string_view key, uint64_t txn,
-                                           std::vector<MissingLink>* moved,
-                                           const LeafEdit& edit) const {
-  absl::StatusOr<PageRef> leaf =
-      DescendToLeaf(Bound{key}, LatchMode::kExclusive, nullptr, nullptr, moved);
-  if (!leaf.ok()) return leaf.status();
-  BtreeNode node;
-  absl::StatusOr<size_t> pos = DecodeAt(*leaf, page_size, key, &node);
-  if (!pos.ok()) return pos.status();
-  if (absl::Status s = edit(node, *pos, leaf->page_no()); !s.ok()) return s;
-  if (!page::EncodeBtreePage(node, leaf->data(), page_size)) return false;
-  leaf->Mark(txn);
-  return true;
+// Under tree_mu shared: the leaf for `key`, latched exclusively, its header and where the key
+// falls on it.
+absl::Status BTree::Impl::FindInLeaf(std::string_view key, std::vector<MissingLink>* moved,
+                                     PageRef* leaf, BtreeHeader* h, page::BtreeSlot* slot) const {
+  absl::StatusOr<PageRef> r = DescendToLeaf(Bound{key}, LatchMode::kExclusive, nullptr, nullptr,
+                                            moved);
+  if (!r.ok()) return r.status();
+  *leaf = std::move(*r);
+  if (absl::Status s = page::ReadBtreeHeader(leaf->data(), page_size, leaf->page_no(), h);
+      !s.ok()) {
+    return s;
+  }
+  return page::BtreeLowerBound(leaf->data(), page_size, leaf->page_no(), *h, key, slot);
 }
 
 absl::Status BTree::Insert(std::string_view key, uint64_t value, uint64_t txn) {
   if (absl::Status s = CheckKeySize("insert", key, impl_->max_key); !s.ok()) return s;
   std::vector<MissingLink> moved;
-  absl::StatusOr<bool> fit;
+  absl::Status result;
+  bool fit = false;
   {
+    // The common case: the entry fits its leaf and goes in place, under tree_mu shared.
     std::shared_lock<std::shared_mutex> tree(impl_->tree_mu);
-    fit = impl_->EditLeaf(key, txn, &moved, [&](BtreeNode& node, size_t pos, PageNo no) {
-      if (pos < node.entries.size() && node.entries[pos].key == key) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("btree insert: key already present in page ", no));
-      }
-      node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::string(key), value});
-      return absl::OkStatus();
-    });
+    PageRef leaf;
+    BtreeHeader h;
+    page::BtreeSlot slot;
+    result = impl_->FindInLeaf(key, &moved, &leaf, &h, &slot);
+    if (result.ok() && slot.equal) {
+      result = absl::AlreadyExistsError(
+          absl::StrCat("btree insert: key already present in page ", leaf.page_no()));
+    }
+    if (result.ok() && page::BtreeInsertAt(leaf.data(), impl_->page_size, &h, slot, key, value)) {
+      leaf.Mark(txn);
+      fit = true;
+    }
   }
-  absl::Status result = fit.status();
-  if (fit.ok() && !*fit) {
+  if (result.ok() && !fit) {
     std::unique_lock<std::shared_mutex> tree(impl_->tree_mu);
     result = impl_->InsertSplitting(key, value, txn, &moved);
   }
@@ -402,25 +433,25 @@ absl::Status BTree::Insert(std::string_view key, uint64_t value, uint64_t txn) {
 absl::Status BTree::Remove(std::string_view key, uint64_t txn) {
   if (absl::Status s = CheckKeySize("remove", key, impl_->max_key); !s.ok()) return s;
   std::vector<MissingLink> moved;
-  absl::StatusOr<bool> fit;
-  PageNo leaf_no = page::kNoPage;
+  absl::Status result;
   {
     std::shared_lock<std::shared_mutex> tree(impl_->tree_mu);
-    fit = impl_->EditLeaf(key, txn, &moved, [&](BtreeNode& node, size_t pos, PageNo no) {
-      leaf_no = no;
-      if (pos == node.entries.size() || node.entries[pos].key != key) {
-        return absl::NotFoundError(absl::StrCat("btree remove: key not in page ", no));
-      }
-      node.entries.erase(node.entries.begin() + pos);
-      return absl::OkStatus();
-    });
+    PageRef leaf;
+    BtreeHeader h;
+    page::BtreeSlot slot;
+    result = impl_->FindInLeaf(key, &moved, &leaf, &h, &slot);
+    if (result.ok() && !slot.equal) {
+      result = absl::NotFoundError(
+          absl::StrCat("btree remove: key not in page ", leaf.page_no()));
+    }
+    if (result.ok()) {
+      // Removing an entry never grows the page (see BtreeRemoveAt).
+      page::BtreeRemoveAt(leaf.data(), impl_->page_size, &h, slot, key);
+      leaf.Mark(txn);
+    }
   }
   if (!moved.empty()) impl_->RepairLinks(std::move(moved));
-  if (!fit.ok()) return fit.status();
-  // Removing an entry never grows the page (the next key's prefix can shrink by at most the
-  // removed entry's own size), so this always fits.
-  if (!*fit) return absl::InternalError(absl::StrCat("btree page ", leaf_no, ": grew on remove"));
-  return absl::OkStatus();
+  return result;
 }
 
 // ---------------------------------------------------------------- splits and repairs
@@ -446,8 +477,9 @@ class BTree::Impl::Splitter {
   absl::Status RunLatched(std::string_view key, uint64_t value, uint8_t level,
                           const MissingLink* link);
   // An upper bound on the pages the splits of path_ need once `target` (the target node with
-  // the new entry) is written: one per node that may split, two for the root.
-  size_t PagesNeeded(const BtreeNode& target) const;
+  // the new entry, whose key has `key_size` bytes) is written: one per node that may split, two
+  // for the root.
+  size_t PagesNeeded(const BtreeNode& target, size_t key_size) const;
   // A page for a split: one allocated before the path was latched, else a new allocation.
   absl::StatusOr<PageRef> NewPage();
   // Latches the path from the highest node that may change down to the node of `level` for
@@ -479,7 +511,7 @@ class BTree::Impl::Splitter {
 };
 
 absl::Status BTree::Impl::Splitter::LatchPath(std::string_view key, uint8_t level) {
-  const size_t safe_room = page::bt::kEntryOverhead + t_->max_key;
+  const size_t safe_room = page::BtreeInsertRoom(t_->max_key);
   BtreeHeader h;
   absl::StatusOr<PageRef> r = t_->FetchRoot(LatchMode::kExclusive, &h);
   if (!r.ok()) return r.status();
@@ -533,18 +565,20 @@ absl::Status BTree::Impl::Splitter::Run(std::string_view key, uint64_t value, ui
   return s;
 }
 
-size_t BTree::Impl::Splitter::PagesNeeded(const BtreeNode& target) const {
-  const size_t safe_room = page::bt::kEntryOverhead + t_->max_key;
+size_t BTree::Impl::Splitter::PagesNeeded(const BtreeNode& target, size_t key_size) const {
   size_t need = 0;
   for (size_t i = path_.size(); i-- > 0;) {
+    // An upper bound of what RunLatched does: a page with BtreeInsertRoom free takes the entry in
+    // place; the target also takes it when the node re-encoded with it fits.
+    BtreeHeader h;
+    const bool header_ok =
+        page::ReadBtreeHeader(path_[i].data(), t_->page_size, path_[i].page_no(), &h).ok();
     bool splits;
     if (i + 1 == path_.size()) {
-      splits = page::BtreeEncodedSize(target) > t_->page_size;
+      splits = (!header_ok || h.free_space(t_->page_size) < page::BtreeInsertRoom(key_size)) &&
+               page::BtreeEncodedSize(target) > t_->page_size;
     } else {
-      BtreeHeader h;
-      splits =
-          !page::ReadBtreeHeader(path_[i].data(), t_->page_size, path_[i].page_no(), &h).ok() ||
-          h.free_space(t_->page_size) < safe_room;
+      splits = !header_ok || h.free_space(t_->page_size) < page::BtreeInsertRoom(t_->max_key);
     }
     if (!splits) break;
     need += path_[i].page_no() == t_->root ? 2 : 1;
@@ -597,7 +631,7 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
     // very nodes on our path (every leaf depends on its right neighbour until that is written,
     // so in an ascending load every dirty leaf waits for the one being split). The tree cannot
     // change while we hold tree_mu exclusively, so the second attempt has its pages.
-    const size_t need = PagesNeeded(node);
+    const size_t need = PagesNeeded(node, key.size());
     if (fresh_.size() >= need || attempt > 0) break;
     path_.clear();
     while (fresh_.size() < need) {
@@ -616,9 +650,25 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
 
   // A leaf entry that fits is the transaction's change; everything else is structural.
   uint64_t mark_for = link ? 0 : txn_;
+  std::string entry_key(key);  // the entry going into path_[i]: the key, then separators
+  uint64_t entry_value = value;
   for (size_t i = path_.size() - 1;; --i) {
     PageRef& ref = path_[i];
-    if (page::EncodeBtreePage(node, ref.data(), t_->page_size)) {
+    // In place when it fits (always, with BtreeInsertRoom free: what LatchPath relied on to stop
+    // at this page), else the node re-encoded (its restarts evenly spaced may take less room).
+    BtreeHeader h;
+    page::BtreeSlot slot;
+    if (absl::Status s = page::ReadBtreeHeader(ref.data(), t_->page_size, ref.page_no(), &h);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = page::BtreeLowerBound(ref.data(), t_->page_size, ref.page_no(), h,
+                                               entry_key, &slot);
+        !s.ok()) {
+      return s;
+    }
+    if (page::BtreeInsertAt(ref.data(), t_->page_size, &h, slot, entry_key, entry_value) ||
+        page::EncodeBtreePage(node, ref.data(), t_->page_size)) {
       ref.Mark(mark_for);
       return deferred_;
     }
@@ -642,6 +692,8 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
     if (pos < node.entries.size() && node.entries[pos].key == separator) {
       return Corrupt(parent.page_no(), "separator of a split child already present");
     }
+    entry_key = separator;
+    entry_value = right;
     node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::move(separator), right});
   }
 }

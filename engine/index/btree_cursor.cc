@@ -19,31 +19,44 @@ using page::BtreeHeader;
 using page::BtreeNode;
 using page::PageNo;
 
-absl::Status BTree::Impl::FillAscending(std::string_view key, bool inclusive,
+absl::Status BTree::Impl::FillAscending(std::string_view key, bool inclusive, size_t limit,
                                         CursorEntries* out) const {
   out->clear();
   absl::StatusOr<PageRef> leaf =
       DescendToLeaf(Bound{key}, LatchMode::kShared, nullptr, nullptr, nullptr);
   if (!leaf.ok()) return leaf.status();
   PageRef page = std::move(*leaf);
-  BtreeNode node;
   uint64_t hop_limit = 1024;  // raised to the file's page count if empty leaves go on that long
   for (uint64_t hops = 0;; ++hops) {
-    if (absl::Status s = page::DecodeBtreePage(page.data(), page_size, page.page_no(), &node);
+    BtreeHeader h;
+    page::BtreeSlot slot;
+    if (absl::Status s = page::ReadBtreeHeader(page.data(), page_size, page.page_no(), &h);
         !s.ok()) {
       return s;
     }
-    for (page::BtreeEntry& e : node.entries) {
-      const int c = e.key.compare(key);
-      if (c > 0 || (c == 0 && inclusive)) {
-        out->emplace_back(std::move(e.key), e.value);
-      } else if (hops > 0) {
-        // A right neighbour only holds keys above the leaf the descent chose.
-        return absl::DataLossError(absl::StrCat("btree page ", page.page_no(),
-                                                ": holds keys below its left sibling's range"));
-      }
+    if (absl::Status s =
+            page::BtreeLowerBound(page.data(), page_size, page.page_no(), h, key, &slot);
+        !s.ok()) {
+      return s;
     }
-    if (!out->empty() || node.right_sibling == page::kNoPage) return absl::OkStatus();
+    if (hops > 0 && (slot.has_prev() || slot.equal)) {
+      // A right neighbour only holds keys above the leaf the descent chose.
+      return absl::DataLossError(absl::StrCat("btree page ", page.page_no(),
+                                              ": holds keys below its left sibling's range"));
+    }
+    // The walk starts at the first entry >= key; the reader checks the order from there on.
+    page::BtreeEntryReader r(page.data(), page_size, page.page_no());
+    r.StartAt(slot, key);
+    bool skip = slot.equal && !inclusive;
+    while ((limit == 0 || out->size() < limit) && r.Next()) {
+      if (skip) {
+        skip = false;
+        continue;
+      }
+      out->emplace_back(std::string(r.key()), r.value());
+    }
+    if (!r.status().ok()) return r.status();
+    if (!out->empty() || h.right_sibling == page::kNoPage) return absl::OkStatus();
     // Every entry of this leaf is before `key` (or it is empty after removals): move right,
     // latch-coupled, so a concurrent split of the next leaf is seen whole or not at all.
     if (hops >= hop_limit) {
@@ -53,8 +66,8 @@ absl::Status BTree::Impl::FillAscending(std::string_view key, bool inclusive,
                                                 ": right-sibling chain longer than the file"));
       }
     }
-    BtreeHeader h;
-    absl::StatusOr<PageRef> next = FetchNode(node.right_sibling, LatchMode::kShared, 0, &h);
+    BtreeHeader nh;
+    absl::StatusOr<PageRef> next = FetchNode(h.right_sibling, LatchMode::kShared, 0, &nh);
     if (!next.ok()) return next.status();
     page = std::move(*next);
   }
@@ -92,13 +105,18 @@ absl::Status BTree::Impl::FillDescending(Bound b, CursorEntries* out) const {
   }
 }
 
+// Entries a seek copies from its leaf: most seeks are point lookups or short ranges, so copying
+// the rest of the leaf would be wasted; a cursor that goes further re-seeks past the batch and
+// then copies whole leaves.
+constexpr size_t kSeekBatch = 16;
+
 absl::StatusOr<BTree::Cursor> BTree::Seek(std::string_view key, bool descending) const {
   Cursor c;
   c.tree_ = this;
   c.descending_ = descending;
   absl::Status s = descending
                        ? impl_->FillDescending(Bound{key, true, key.empty()}, &c.buffered_)
-                       : impl_->FillAscending(key, true, &c.buffered_);
+                       : impl_->FillAscending(key, true, kSeekBatch, &c.buffered_);
   if (!s.ok()) return s;
   if (c.buffered_.empty()) return c;
   c.key_ = std::move(c.buffered_[0].first);
@@ -114,7 +132,7 @@ absl::Status BTree::Cursor::Next() {
     // key_ stays untouched while filling: the bound views it.
     absl::Status s = descending_
                          ? tree_->impl_->FillDescending(Bound{key_, false, false}, &buffered_)
-                         : tree_->impl_->FillAscending(key_, false, &buffered_);
+                         : tree_->impl_->FillAscending(key_, false, 0, &buffered_);
     pos_ = 0;
     if (!s.ok() || buffered_.empty()) {
       buffered_.clear();

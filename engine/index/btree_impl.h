@@ -3,7 +3,6 @@
 // interface; the latching protocol is described at the top of btree.cc.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -81,18 +80,17 @@ struct BTree::Impl {
   // Cursor support (btree_cursor.cc): replaces `out` with the entries of one leaf that are at or
   // after `key` (after it when !inclusive) in ascending order, moving right past leaves with none;
   // empty at the end of the tree.
-  absl::Status FillAscending(std::string_view key, bool inclusive, CursorEntries* out) const;
+  // At most `limit` entries (0: no limit).
+  absl::Status FillAscending(std::string_view key, bool inclusive, size_t limit,
+                             CursorEntries* out) const;
   // Same for descending scans: entries at or before `b` (before it when !b.inclusive) of one leaf,
   // in descending order, re-seeking from the root for earlier leaves.
   absl::Status FillDescending(Bound b, CursorEntries* out) const;
 
-  // Changes one leaf entry in place (btree.cc, under tree_mu shared): `edit` gets the decoded
-  // leaf for `key`, the position of the first entry >= key and the page number, and changes the
-  // node or returns an error. Returns whether the changed node fit its page (it is then written
-  // and marked for `txn`; otherwise the page is left alone) or the error.
-  using LeafEdit = std::function<absl::Status(page::BtreeNode&, size_t, page::PageNo)>;
-  absl::StatusOr<bool> EditLeaf(std::string_view key, uint64_t txn,
-                                std::vector<MissingLink>* moved, const LeafEdit& edit) const;
+  // Under tree_mu shared (btree.cc): the leaf for `key` latched exclusively, its header, and
+  // where `key` falls on it.
+  absl::Status FindInLeaf(std::string_view key, std::vector<MissingLink>* moved,
+                          cache::PageRef* leaf, page::BtreeHeader* h, page::BtreeSlot* slot) const;
   // Insert under tree_mu exclusive, splitting as needed (btree.cc). Right-sibling links the
   // descent had to follow are appended to `moved`.
   absl::Status InsertSplitting(std::string_view key, uint64_t value, uint64_t txn,

@@ -15,20 +15,21 @@ static_assert(bt::kIndexId == bt::kRelationId + 4 && bt::kLevel == bt::kIndexId 
               bt::kFlags == bt::kLevel + 1 && bt::kLeftSibling == bt::kFlags + 1 &&
               bt::kRightSibling == bt::kLeftSibling + 4 && bt::kCount == bt::kRightSibling + 4 &&
               bt::kDataEnd == bt::kCount + 2 && bt::kLowPage == bt::kDataEnd + 2 &&
-              bt::kEntries == bt::kLowPage + 4);
+              bt::kRestartCount == bt::kLowPage + 4);
+static_assert(bt::kEntries == bt::kRestartCount + 2);
 static_assert(bt::kEntryOverhead == 2 + 2 + 8);
 static_assert(bt::kFenceOverhead == 2);
 // data_end and the key lengths are u16.
 static_assert(kMaxPageSize <= 0xFFFF);
 // Four maximal entries and a maximal fence fit in every page size.
 constexpr bool MaxEntriesFit(uint32_t ps) {
-  return kBtreeHeaderSize + 4 * (bt::kEntryOverhead + BtreeMaxKeySize(ps)) + bt::kFenceOverhead +
-             BtreeMaxKeySize(ps) <=
+  return kBtreeHeaderSize + 4 * (bt::kEntryOverhead + bt::kRestartSize + BtreeMaxKeySize(ps)) +
+             bt::kFenceOverhead + BtreeMaxKeySize(ps) <=
          ps;
 }
 static_assert(MaxEntriesFit(kMinPageSize) && MaxEntriesFit(8192) && MaxEntriesFit(16384) &&
               MaxEntriesFit(kMaxPageSize));
-static_assert(BtreeMaxKeySize(kMinPageSize) == 801 && BtreeMaxKeySize(kMaxPageSize) == 6535);
+static_assert(BtreeMaxKeySize(kMinPageSize) == 799 && BtreeMaxKeySize(kMaxPageSize) == 6533);
 
 namespace {
 
@@ -43,15 +44,31 @@ absl::Status Corrupt(PageNo no, const std::string& what) {
   return absl::DataLossError(absl::StrCat("btree page ", no, ": ", what));
 }
 
-// Offset one past the last entry of `node` once encoded (the header included, the fence not).
-size_t EntriesEnd(const BtreeNode& node) {
+// Offset one past the last entry of `node` once encoded (the header included, the restart array
+// and the fence not), and the number of restarts.
+size_t EntriesEnd(const BtreeNode& node, size_t* restarts) {
   size_t size = kBtreeHeaderSize;
   std::string_view prev;
-  for (const BtreeEntry& e : node.entries) {
-    size += BtreeEntrySize(prev, e.key);
-    prev = e.key;
+  for (size_t i = 0; i < node.entries.size(); ++i) {
+    const std::string& key = node.entries[i].key;
+    size += BtreeEntrySize(i % kBtreeRestartInterval == 0 ? std::string_view() : prev, key);
+    prev = key;
   }
+  *restarts = (node.entries.size() + kBtreeRestartInterval - 1) / kBtreeRestartInterval;
   return size;
+}
+
+uint16_t RestartAt(const uint8_t* restarts, size_t i) {
+  return util::Get16(restarts + bt::kRestartSize * i);
+}
+void SetRestart(uint8_t* restarts, size_t i, size_t offset) {
+  util::Put16(restarts + bt::kRestartSize * i, static_cast<uint16_t>(offset));
+}
+
+void PutCounts(uint8_t* page, const BtreeHeader& h) {
+  util::Put16(page + bt::kCount, h.count);
+  util::Put16(page + bt::kDataEnd, h.data_end);
+  util::Put16(page + bt::kRestartCount, h.restart_count);
 }
 
 }  // namespace
@@ -61,7 +78,10 @@ size_t BtreeEntrySize(std::string_view prev, std::string_view key) {
 }
 
 size_t BtreeEncodedSize(const BtreeNode& node) {
-  return EntriesEnd(node) + (node.fence ? bt::kFenceOverhead + node.fence->size() : 0);
+  size_t restarts;
+  const size_t end = EntriesEnd(node, &restarts);
+  return end + bt::kRestartSize * restarts +
+         (node.fence ? bt::kFenceOverhead + node.fence->size() : 0);
 }
 
 std::string_view BtreeFence(const uint8_t* page, uint32_t page_size, const BtreeHeader& h) {
@@ -84,11 +104,12 @@ absl::Status ReadBtreeHeader(const uint8_t* page, uint32_t page_size, PageNo no,
   h->count = util::Get16(page + bt::kCount);
   h->data_end = util::Get16(page + bt::kDataEnd);
   h->low_page = util::Get32(page + bt::kLowPage);
+  h->restart_count = util::Get16(page + bt::kRestartCount);
   h->fence_len = 0;
   if ((h->flags & ~kBtreeHasFence) != 0) {
     return Corrupt(no, absl::StrCat("unknown flags 0x", absl::Hex(h->flags)));
   }
-  size_t limit = page_size;  // where the entries must end
+  size_t limit = page_size;  // where the restart array must end
   if (h->has_fence()) {
     h->fence_len = util::Get16(page + page_size - bt::kFenceOverhead);
     if (h->fence_len == 0 || h->fence_len > BtreeMaxKeySize(page_size)) {
@@ -101,7 +122,12 @@ absl::Status ReadBtreeHeader(const uint8_t* page, uint32_t page_size, PageNo no,
                                       : absl::StrCat("right sibling ", h->right_sibling,
                                                      " but no fence"));
   }
-  if (h->data_end < kBtreeHeaderSize || h->data_end > limit) {
+  if (h->restart_count > h->count || (h->count > 0) != (h->restart_count > 0)) {
+    return Corrupt(no, absl::StrCat("restart_count ", h->restart_count, " with ", h->count,
+                                    " entries"));
+  }
+  if (h->data_end < kBtreeHeaderSize ||
+      h->data_end + bt::kRestartSize * size_t{h->restart_count} > limit) {
     return Corrupt(no, absl::StrCat("data_end ", h->data_end, " outside the page"));
   }
   if (size_t{h->count} * bt::kEntryOverhead > h->data_end - kBtreeHeaderSize) {
@@ -120,54 +146,310 @@ BtreeEntryReader::BtreeEntryReader(const uint8_t* page, uint32_t page_size, Page
       internal_(page[bt::kLevel] != 0),
       end_(std::min<size_t>(util::Get16(page + bt::kDataEnd), page_size)),
       count_(util::Get16(page + bt::kCount)) {
+  size_t limit = page_size;
   if (page[bt::kFlags] & kBtreeHasFence) {
     const size_t len = util::Get16(page + page_size - bt::kFenceOverhead);
-    // ReadBtreeHeader checked the length; re-checked so that the view stays inside the page.
+    // ReadBtreeHeader checked these; re-checked so that every view stays inside the page.
     if (len <= max_key_) {
       fence_ = std::string_view(
           reinterpret_cast<const char*>(page + page_size - bt::kFenceOverhead - len), len);
+      limit -= bt::kFenceOverhead + len;
     }
   }
+  restart_count_ = util::Get16(page + bt::kRestartCount);
+  if (bt::kRestartSize * size_t{restart_count_} > limit - end_) {
+    status_ = Corrupt(no_, absl::StrCat("restart_count ", restart_count_, " outside the page"));
+    return;
+  }
+  restarts_ = page + limit - bt::kRestartSize * restart_count_;
 }
 
 bool BtreeEntryReader::Fail(const std::string& what) {
-  status_ = Corrupt(no_, absl::StrCat("entry ", index_, " at offset ", off_, ": ", what));
+  status_ = Corrupt(no_, absl::StrCat("entry at offset ", off_, ": ", what));
   return false;
+}
+
+void BtreeEntryReader::StartAt(const BtreeSlot& slot, std::string_view key) {
+  off_ = slot.offset;
+  counting_ = false;
+  next_restart_ = static_cast<uint16_t>(slot.restart + (slot.at_restart() ? 0 : 1));
+  // The entry at the slot shares next_common bytes (at least its prefix_len) with `key`, so those
+  // bytes stand in for the previous key as far as the entry's prefix reaches.
+  key_.assign(key.substr(0, slot.offset < end_ ? slot.next_common : 0));
+  check_order_ = false;
 }
 
 bool BtreeEntryReader::Next() {
   if (!status_.ok()) return false;
-  if (index_ == count_) {
+  if (off_ >= end_ || (counting_ && index_ == count_)) {
     if (off_ != end_) return Fail(absl::StrCat("entries end before data_end ", end_));
+    if (counting_ && index_ != count_) {
+      return Fail(absl::StrCat("data_end reached after ", index_, " of ", count_, " entries"));
+    }
+    if (next_restart_ != restart_count_) {
+      status_ = Corrupt(no_, absl::StrCat("restart ", next_restart_, " is not at an entry"));
+      return false;
+    }
     // Keys increase, so the last one decides.
-    if (!fence_.empty() && index_ > 0 && !(std::string_view(key_) < fence_)) {
+    if (!fence_.empty() && !key_.empty() && !(std::string_view(key_) < fence_)) {
       status_ = Corrupt(no_, "last key not below the fence");
     }
     return false;
   }
-  if (off_ + 4 > end_) return Fail("entry header past data_end");
+  if (off_ + bt::kEntryOverhead > end_) return Fail("entry past data_end");
   const size_t prefix = util::Get16(page_ + off_);
   const size_t suffix = util::Get16(page_ + off_ + 2);
+  bool restart = false;
+  if (next_restart_ < restart_count_) {
+    const size_t at = RestartAt(restarts_, next_restart_);
+    if (at < off_) return Fail(absl::StrCat("restart ", next_restart_, " is not at an entry"));
+    restart = at == off_;
+  }
+  if (!restart && index_ == 0 && counting_) return Fail("the first entry is not a restart");
+  if (restart && prefix != 0) return Fail(absl::StrCat("restart entry with prefix_len ", prefix));
   if (prefix > key_.size()) {
     return Fail(absl::StrCat("prefix_len ", prefix, " longer than the previous key"));
   }
-  if (off_ + 4 + suffix + 8 > end_)
+  if (off_ + bt::kEntryOverhead + suffix > end_) {
     return Fail(absl::StrCat("suffix_len ", suffix, " past data_end"));
+  }
   if (prefix + suffix > max_key_) return Fail(absl::StrCat("key of ", prefix + suffix, " bytes"));
   const std::string_view sfx(reinterpret_cast<const char*>(page_ + off_ + 4), suffix);
-  // The new key shares `prefix` bytes with the previous one, so only the tails decide the order.
-  if (index_ > 0 && !(sfx > std::string_view(key_).substr(prefix))) {
-    return Fail("key not greater than the previous key");
+  if (check_order_ && (index_ > 0 || !counting_)) {
+    // The new key shares `prefix` bytes with the previous one, so only the tails decide the order.
+    if (!(sfx > std::string_view(key_).substr(prefix))) {
+      return Fail("key not greater than the previous key");
+    }
+    if (!restart && prefix < key_.size() && static_cast<char>(sfx[0]) == key_[prefix]) {
+      return Fail(absl::StrCat("prefix_len ", prefix, " is not the longest common prefix"));
+    }
   }
+  check_order_ = true;
   key_.resize(prefix);
   key_.append(sfx);
   value_ = util::Get64(page_ + off_ + 4 + suffix);
   if (internal_ && (value_ == kNoPage || value_ > UINT32_MAX)) {
     return Fail(absl::StrCat("child page ", value_));
   }
-  off_ += 4 + suffix + 8;
+  if (restart) ++next_restart_;
+  off_ += bt::kEntryOverhead + suffix;
   ++index_;
   return true;
+}
+
+absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
+                             const BtreeHeader& h, std::string_view key, BtreeSlot* slot) {
+  *slot = BtreeSlot{};
+  slot->offset = h.data_end;
+  if (h.count == 0) return absl::OkStatus();
+  const uint8_t* k = reinterpret_cast<const uint8_t*>(key.data());
+  const size_t ksize = key.size();
+  const size_t end = h.data_end;  // ReadBtreeHeader checked it and the restart array's place
+  const size_t max_key = BtreeMaxKeySize(page_size);
+  const uint8_t* restarts = page + h.restarts_at(page_size);
+  const size_t nrestarts = h.restart_count;
+  auto bad = [&](size_t off, const std::string& what) {
+    return Corrupt(no, absl::StrCat("entry at offset ", off, ": ", what));
+  };
+  // Binary search: the first restart entry whose key is not below `key`. Restart entries hold
+  // their key whole.
+  size_t lo = 0, hi = nrestarts;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    const size_t off = RestartAt(restarts, mid);
+    if (off < kBtreeHeaderSize || off + bt::kEntryOverhead > end) {
+      return Corrupt(no, absl::StrCat("restart ", mid, " at offset ", off, " outside the entries"));
+    }
+    const size_t suffix = util::Get16(page + off + 2);
+    if (util::Get16(page + off) != 0 || off + bt::kEntryOverhead + suffix > end) {
+      return bad(off, "restart entry does not fit");
+    }
+    const int c = std::memcmp(page + off + 4, k, std::min(suffix, ksize));
+    const bool below = c < 0 || (c == 0 && suffix < ksize);
+    if (below) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  // Walk the group of the last restart below `key` (the first group when there is none).
+  size_t group = lo > 0 ? lo - 1 : 0;
+  size_t off = RestartAt(restarts, group);
+  if (off < kBtreeHeaderSize) return bad(off, "restart before the entries");
+  size_t next_restart = group + 1 < nrestarts ? RestartAt(restarts, group + 1) : SIZE_MAX;
+  size_t walked = 0;
+  size_t klen = 0;     // length of the previous entry's key
+  size_t matched = 0;  // bytes the key shares with the previous entry's key (which is below it)
+  size_t prev_off = 0;
+  uint64_t prev_value = 0;
+  while (off < end) {
+    const size_t prev_matched = matched;
+    if (off == next_restart) {
+      // A restart entry is stored whole: compare it from its first byte.
+      ++group;
+      walked = 0;
+      klen = 0;
+      matched = 0;
+      next_restart = group + 1 < nrestarts ? RestartAt(restarts, group + 1) : SIZE_MAX;
+    } else if (off > next_restart) {
+      return bad(off, "passes a restart");
+    }
+    if (off + bt::kEntryOverhead > end) return bad(off, "past data_end");
+    const size_t prefix = util::Get16(page + off);
+    const size_t suffix = util::Get16(page + off + 2);
+    if (prefix > klen || off + bt::kEntryOverhead + suffix > end || prefix + suffix > max_key) {
+      return bad(off, absl::StrCat("prefix_len ", prefix, ", suffix_len ", suffix,
+                                   " do not fit"));
+    }
+    const uint8_t* sfx = page + off + 4;
+    // Prefix lengths inside a group are exact (the longest common prefix with the previous key),
+    // which is what lets the first two cases decide without looking at the bytes: the previous
+    // key is below `key` and first differs from it at byte `matched`.
+    bool below;     // this entry's key < key
+    size_t common;  // bytes this entry's key shares with key
+    bool equal = false;
+    if (prefix > matched) {
+      // It agrees with the previous key past byte `matched`, so it is below `key` the same way.
+      below = true;
+      common = matched;
+    } else if (prefix < matched) {
+      // It first differs from the previous key (upwards) where that key still agrees with `key`.
+      below = false;
+      common = prefix;
+    } else {
+      const size_t n = std::min(suffix, ksize - matched);
+      size_t c = 0;
+      while (c < n && sfx[c] == k[matched + c]) ++c;
+      common = matched + c;
+      if (c < n) {
+        below = sfx[c] < k[matched + c];
+      } else {
+        below = prefix + suffix < ksize;
+        equal = prefix + suffix == ksize;
+      }
+    }
+    const uint64_t value = util::Get64(sfx + suffix);
+    if (!below) {
+      slot->offset = static_cast<uint16_t>(off);
+      slot->prev_offset = static_cast<uint16_t>(prev_off);
+      slot->prev_common = static_cast<uint16_t>(prev_off ? prev_matched : 0);
+      slot->next_common = static_cast<uint16_t>(common);
+      slot->restart = static_cast<uint16_t>(group);
+      slot->walked = static_cast<uint16_t>(walked);
+      slot->equal = equal;
+      slot->prev_value = prev_value;
+      slot->value = value;
+      return absl::OkStatus();
+    }
+    matched = common;
+    klen = prefix + suffix;
+    prev_value = value;
+    prev_off = off;
+    off += bt::kEntryOverhead + suffix;
+    ++walked;
+  }
+  if (off != end || next_restart != SIZE_MAX) return bad(off, "entries do not end at data_end");
+  slot->offset = static_cast<uint16_t>(off);
+  slot->prev_offset = static_cast<uint16_t>(prev_off);
+  slot->prev_common = static_cast<uint16_t>(matched);
+  slot->restart = static_cast<uint16_t>(group);
+  slot->walked = static_cast<uint16_t>(walked);
+  slot->prev_value = prev_value;
+  return absl::OkStatus();
+}
+
+bool BtreeInsertAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const BtreeSlot& slot,
+                   std::string_view key, uint64_t value) {
+  if (h->count == 0xFFFF) return false;
+  uint8_t* restarts = page + h->restarts_at(page_size);
+  const bool has_next = slot.offset < h->data_end;
+  // The new entry is a restart when it takes a restart entry's place (that entry then follows
+  // it, compressed), when the page is empty, or when its group has grown long.
+  const bool takes_restart = h->count == 0 || slot.at_restart();
+  const bool new_restart = h->count == 0 || (!takes_restart && slot.walked >= kBtreeRestartInterval);
+  const size_t prefix = takes_restart || new_restart ? 0 : slot.prev_common;
+  const size_t size = bt::kEntryOverhead + key.size() - prefix;
+  size_t next_suffix = 0, drop = 0;
+  if (has_next) {
+    const size_t next_prefix = util::Get16(page + slot.offset);
+    next_suffix = util::Get16(page + slot.offset + 2);
+    // The next entry now shares next_common bytes with its predecessor (the new key), at least
+    // the prefix it had: the difference leaves the front of its suffix.
+    drop = slot.next_common - next_prefix;
+  }
+  const size_t grow = size - drop;  // positive: see docs/format.md
+  const size_t array_grow = new_restart ? bt::kRestartSize : 0;
+  if (grow + array_grow > h->free_space(page_size)) return false;
+  uint8_t* at = page + slot.offset;
+  if (has_next) {
+    const size_t keep_from = slot.offset + 4 + drop;
+    std::memmove(at + size + 4, page + keep_from, h->data_end - keep_from);
+    util::Put16(at + size, slot.next_common);
+    util::Put16(at + size + 2, static_cast<uint16_t>(next_suffix - drop));
+  }
+  util::Put16(at, static_cast<uint16_t>(prefix));
+  util::Put16(at + 2, static_cast<uint16_t>(key.size() - prefix));
+  std::memcpy(at + 4, key.data() + prefix, key.size() - prefix);
+  util::Put64(at + 4 + key.size() - prefix, value);
+  // Restarts after the insert point move with their entries.
+  for (size_t i = 0; i < h->restart_count; ++i) {
+    const size_t r = RestartAt(restarts, i);
+    if (r > slot.offset) SetRestart(restarts, i, r + grow);
+  }
+  if (new_restart) {
+    const size_t pos = h->count == 0 ? 0 : slot.restart + 1;
+    std::memmove(restarts - bt::kRestartSize, restarts, bt::kRestartSize * pos);
+    restarts -= bt::kRestartSize;
+    SetRestart(restarts, pos, slot.offset);
+    ++h->restart_count;
+  }
+  ++h->count;
+  h->data_end = static_cast<uint16_t>(h->data_end + grow);
+  PutCounts(page, *h);
+  return true;
+}
+
+void BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const BtreeSlot& slot,
+                   std::string_view key) {
+  uint8_t* restarts = page + h->restarts_at(page_size);
+  uint8_t* at = page + slot.offset;
+  const size_t prefix = util::Get16(at);
+  const size_t size = bt::kEntryOverhead + util::Get16(at + 2);
+  const size_t next = slot.offset + size;
+  const bool next_is_restart = slot.restart + 1u < h->restart_count &&
+                               RestartAt(restarts, slot.restart + 1) == next;
+  size_t shrink = size;
+  bool drop_restart = false;
+  if (next < h->data_end && !next_is_restart) {
+    const size_t next_prefix = util::Get16(page + next);
+    const size_t next_suffix = util::Get16(page + next + 2);
+    // The next entry shares min(prefix, next_prefix) bytes with the entry before the removed
+    // one (none when the removed one was a restart: the next takes its place as the restart);
+    // the removed key (== key) supplies the bytes it shared beyond that.
+    const size_t new_prefix = std::min(prefix, next_prefix);
+    const size_t add = next_prefix - new_prefix;
+    std::memmove(at + 4 + add, page + next + 4, h->data_end - (next + 4));
+    std::memcpy(at + 4, key.data() + new_prefix, add);
+    util::Put16(at, static_cast<uint16_t>(new_prefix));
+    util::Put16(at + 2, static_cast<uint16_t>(next_suffix + add));
+    shrink = size - add;
+  } else {
+    std::memmove(at, page + next, h->data_end - next);
+    drop_restart = slot.at_restart();  // its group is now empty
+  }
+  for (size_t i = 0; i < h->restart_count; ++i) {
+    const size_t r = RestartAt(restarts, i);
+    if (r > slot.offset) SetRestart(restarts, i, r - shrink);
+  }
+  if (drop_restart) {
+    std::memmove(restarts + bt::kRestartSize, restarts, bt::kRestartSize * slot.restart);
+    std::memset(restarts, 0, bt::kRestartSize);
+    --h->restart_count;
+  }
+  --h->count;
+  h->data_end = static_cast<uint16_t>(h->data_end - shrink);
+  std::memset(page + h->data_end, 0, shrink);
+  PutCounts(page, *h);
 }
 
 absl::Status DecodeBtreePage(const uint8_t* page, uint32_t page_size, PageNo no, BtreeNode* out) {
@@ -196,7 +478,8 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
     if (node.fence->empty() || node.fence->size() > max_key) return false;
     if (!node.entries.empty() && !(node.entries.back().key < *node.fence)) return false;
   }
-  const size_t end = EntriesEnd(node);
+  size_t nrestarts;
+  const size_t end = EntriesEnd(node, &nrestarts);
   if (BtreeEncodedSize(node) > page_size) return false;
   util::Put32(page + bt::kRelationId, node.relation_id);
   util::Put16(page + bt::kIndexId, node.index_id);
@@ -208,10 +491,21 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
   util::Put16(page + bt::kCount, static_cast<uint16_t>(node.entries.size()));
   util::Put16(page + bt::kDataEnd, static_cast<uint16_t>(end));
   util::Put32(page + bt::kLowPage, node.low_page);
+  util::Put16(page + bt::kRestartCount, static_cast<uint16_t>(nrestarts));
+  size_t tail = page_size;  // start of the fence trailer
+  if (node.fence) {
+    tail -= bt::kFenceOverhead + node.fence->size();
+    std::memcpy(page + tail, node.fence->data(), node.fence->size());
+    util::Put16(page + page_size - bt::kFenceOverhead, static_cast<uint16_t>(node.fence->size()));
+  }
+  uint8_t* restarts = page + tail - bt::kRestartSize * nrestarts;
   uint8_t* p = page + kBtreeHeaderSize;
   std::string_view prev;
-  for (const BtreeEntry& e : node.entries) {
-    const size_t prefix = CommonPrefix(prev, e.key);
+  for (size_t i = 0; i < node.entries.size(); ++i) {
+    const BtreeEntry& e = node.entries[i];
+    const bool restart = i % kBtreeRestartInterval == 0;
+    if (restart) SetRestart(restarts, i / kBtreeRestartInterval, p - page);
+    const size_t prefix = restart ? 0 : CommonPrefix(prev, e.key);
     const size_t suffix = e.key.size() - prefix;
     util::Put16(p, static_cast<uint16_t>(prefix));
     util::Put16(p + 2, static_cast<uint16_t>(suffix));
@@ -220,13 +514,7 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
     p += 4 + suffix + 8;
     prev = e.key;
   }
-  size_t tail = page_size;  // start of the fence trailer
-  if (node.fence) {
-    tail -= bt::kFenceOverhead + node.fence->size();
-    std::memcpy(page + tail, node.fence->data(), node.fence->size());
-    util::Put16(page + page_size - bt::kFenceOverhead, static_cast<uint16_t>(node.fence->size()));
-  }
-  std::memset(p, 0, tail - end);
+  std::memset(p, 0, restarts - p);
   return true;
 }
 

@@ -1,6 +1,8 @@
 // B-tree pages: one node of a B-link tree (engine/index/btree.h). Keys are byte strings in
-// memcmp order, prefix compressed against the previous key of the same page; values are record
-// numbers in leaves and child page numbers in internal nodes. Nothing here does I/O.
+// memcmp order, prefix compressed against the previous key of the same page except at restart
+// entries, which are stored whole and listed in a restart array so that a search can binary
+// search them and walk only one group; values are record numbers in leaves and child page
+// numbers in internal nodes. Nothing here does I/O.
 //
 //   offset    size field
 //   0         16   page header (type kBtree)
@@ -13,13 +15,16 @@
 //   32        2    count          number of entries
 //   34        2    data_end       offset one past the last entry
 //   36        4    low_page       internal: child for keys below the first separator; leaf: 0
-//   40        ...  entries, each {u16 prefix_len, u16 suffix_len, suffix bytes, u64 value}
+//   40        2    restart_count  R: entries in the restart array (0 exactly when count is 0)
+//   42        ...  entries, each {u16 prefix_len, u16 suffix_len, suffix bytes, u64 value}
 //   ...            zeros
-//   ps-2-F    F    fence          only with kBtreeHasFence: the node's high key
+//   L-2R      2R   restarts       u16 offsets of the restart entries, increasing; the first is 42
+//   L=ps-2-F  F    fence          only with kBtreeHasFence: the node's high key (L = ps without)
 //   ps-2      2    fence_len F    only with kBtreeHasFence; 1 <= F <= BtreeMaxKeySize
 //
 // An entry's key is the first prefix_len bytes of the previous entry's key followed by the
-// suffix (the first entry has prefix_len 0). Internal entry i is (separator_i, child_i): child_i
+// suffix. A restart entry has prefix_len 0 (the first entry is one); every other entry stores the
+// longest common prefix with the previous key (searches rely on that). Internal entry i is (separator_i, child_i): child_i
 // holds the keys k with separator_i <= k < separator_{i+1}; low_page holds keys below
 // separator_0. The fence (Lehman and Yao's high key) is above every key of the node and of its
 // subtree, and at or below every key of its right sibling; a node has one exactly when it has a
@@ -39,22 +44,33 @@ namespace ember::page {
 
 namespace bt {
 constexpr size_t kRelationId = 16, kIndexId = 20, kLevel = 22, kFlags = 23, kLeftSibling = 24,
-                 kRightSibling = 28, kCount = 32, kDataEnd = 34, kLowPage = 36, kEntries = 40;
+                 kRightSibling = 28, kCount = 32, kDataEnd = 34, kLowPage = 36,
+                 kRestartCount = 40, kEntries = 42;
 // prefix_len + suffix_len + value.
 constexpr size_t kEntryOverhead = 12;
 // The fence trailer: the key, then its u16 length in the last two bytes of the page.
 constexpr size_t kFenceOverhead = 2;
+// One restart array slot.
+constexpr size_t kRestartSize = 2;
 }  // namespace bt
 constexpr size_t kBtreeHeaderSize = bt::kEntries;
 // `flags` bit: the page ends with a fence (high key).
 constexpr uint8_t kBtreeHasFence = 0x01;
+// EncodeBtreePage makes every this-many-th entry a restart; an in-place insert starts a new
+// restart group once it lands this many entries past its group's restart.
+constexpr size_t kBtreeRestartInterval = 16;
 
-// Longest key (and fence) a B-tree page of `page_size` accepts: four entries of this size plus a
-// fence of this size always fit, so a split always finds a point where both halves, each with its
-// fence, fit (see ChooseSplit in engine/index/btree.cc).
+// Longest key (and fence) a B-tree page of `page_size` accepts: four entries of this size, each
+// a restart, plus a fence of this size always fit, so a split always finds a point where both
+// halves, each with its fence, fit (see ChooseSplit in engine/index/btree.cc).
 constexpr uint32_t BtreeMaxKeySize(uint32_t page_size) {
-  return static_cast<uint32_t>(
-      (page_size - kBtreeHeaderSize - bt::kFenceOverhead - 4 * bt::kEntryOverhead) / 5);
+  return static_cast<uint32_t>((page_size - kBtreeHeaderSize - bt::kFenceOverhead -
+                                4 * (bt::kEntryOverhead + bt::kRestartSize)) /
+                               5);
+}
+// Free bytes a page needs so that an in-place insert of any key (a new restart included) fits.
+constexpr size_t BtreeInsertRoom(size_t key_size) {
+  return bt::kEntryOverhead + bt::kRestartSize + key_size;
 }
 
 // The fixed fields after the common page header.
@@ -66,15 +82,19 @@ struct BtreeHeader {
   PageNo left_sibling = kNoPage;
   PageNo right_sibling = kNoPage;
   PageNo low_page = kNoPage;
-  uint16_t count = 0;      // filled by decoding; ignored by encoding
-  uint16_t data_end = 0;   // filled by decoding; ignored by encoding
-  uint16_t fence_len = 0;  // filled by decoding (0 without a fence); ignored by encoding
+  uint16_t count = 0;          // filled by decoding; ignored by encoding
+  uint16_t data_end = 0;       // filled by decoding; ignored by encoding
+  uint16_t fence_len = 0;      // filled by decoding (0 without a fence); ignored by encoding
+  uint16_t restart_count = 0;  // filled by decoding; ignored by encoding
   bool leaf() const { return level == 0; }
   bool has_fence() const { return (flags & kBtreeHasFence) != 0; }
-  // Bytes still free on the page (between data_end and the fence trailer).
-  size_t free_space(uint32_t page_size) const {
-    return page_size - data_end - (has_fence() ? bt::kFenceOverhead + fence_len : 0);
+  // Offset of the restart array (it ends where the fence trailer, or the page, begins).
+  size_t restarts_at(uint32_t page_size) const {
+    return page_size - (has_fence() ? bt::kFenceOverhead + fence_len : 0) -
+           bt::kRestartSize * restart_count;
   }
+  // Bytes still free on the page (between data_end and the restart array).
+  size_t free_space(uint32_t page_size) const { return restarts_at(page_size) - data_end; }
 };
 
 struct BtreeEntry {
@@ -93,19 +113,22 @@ struct BtreeNode : BtreeHeader {
 // points into the page.
 std::string_view BtreeFence(const uint8_t* page, uint32_t page_size, const BtreeHeader& h);
 
-// Bytes an entry for `key` takes when it follows `prev` on a page ("" for the first entry).
+// Bytes an entry for `key` takes when it follows `prev` on a page ("" for a restart entry).
 size_t BtreeEntrySize(std::string_view prev, std::string_view key);
-// Bytes `node` takes when encoded, header and fence included (compare with the page size).
+// Bytes `node` takes when encoded, header, restart array and fence included (compare with the
+// page size).
 size_t BtreeEncodedSize(const BtreeNode& node);
 
-// Reads and checks the fixed fields: the page type, the flags, the offsets and count against the
-// page size, low_page against the level, the fence's length and that a page has a fence exactly
-// when it has a right sibling. DataLoss naming page `no` on any inconsistency.
+// Reads and checks the fixed fields: the page type, the flags, the offsets, count and restart
+// count against the page size, low_page against the level, the fence's length and that a page
+// has a fence exactly when it has a right sibling. DataLoss naming page `no` on any
+// inconsistency. (The restart offsets themselves are checked where they are used.)
 absl::Status ReadBtreeHeader(const uint8_t* page, uint32_t page_size, PageNo no, BtreeHeader* h);
 
 // Decodes the whole page, checking every length (so corrupt bytes give DataLoss naming page
-// `no`, never a read outside the page), that keys are strictly increasing, below the fence and no
-// longer than BtreeMaxKeySize, and that internal entries name a page.
+// `no`, never a read outside the page), the restart array against the entries, that prefix
+// lengths are the longest common prefixes, that keys are strictly increasing, below the fence and
+// no longer than BtreeMaxKeySize, and that internal entries name a page.
 absl::Status DecodeBtreePage(const uint8_t* page, uint32_t page_size, PageNo no, BtreeNode* out);
 
 // Writes `node` into the page after its common header (which the caller initialised with
@@ -115,6 +138,46 @@ absl::Status DecodeBtreePage(const uint8_t* page, uint32_t page_size, PageNo no,
 // the reverse).
 bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size);
 
+// Where a key falls among the entries of a page, found by BtreeLowerBound without rebuilding any
+// key: a binary search over the restart entries picks a group, and within it an entry's prefix
+// length against the bytes the search key shares with the previous entry decides most
+// comparisons (only entries whose prefix length equals that count need their suffix compared).
+// "The slot" is the position of the first entry >= key.
+struct BtreeSlot {
+  uint16_t offset = 0;       // byte offset of the entry at the slot (data_end when there is none)
+  uint16_t prev_offset = 0;  // offset of the entry before it (0 when there is none)
+  uint16_t prev_common = 0;  // bytes the key shares with the entry before (0 when none)
+  uint16_t next_common = 0;  // bytes the key shares with the entry at the slot (0 when none)
+  uint16_t restart = 0;      // the restart group holding the slot: the last restart <= offset
+  uint16_t walked = 0;       // entries from that group's restart entry to the slot
+  bool equal = false;        // the entry at the slot equals the key
+  uint64_t prev_value = 0;   // value of the entry before the slot (when there is one)
+  uint64_t value = 0;        // value of the entry at the slot (when there is one)
+  bool has_prev() const { return prev_offset != 0; }
+  bool at_restart() const { return walked == 0; }
+};
+
+// Finds `key` on a page whose header `h` ReadBtreeHeader accepted. Every length is checked
+// against the page (corrupt bytes give DataLoss naming page `no`, never a read outside it); the
+// order of the keys is not (Validate and DecodeBtreePage check it).
+absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
+                             const BtreeHeader& h, std::string_view key, BtreeSlot* slot);
+
+// Inserts (key, value) at `slot` (from BtreeLowerBound for this key on this page, not equal) in
+// place: the entry after it loses the bytes it now shares with the new key from its suffix. The
+// new entry becomes a restart when it lands on a restart entry's place, or kBtreeRestartInterval
+// entries into a group. Returns false, leaving the page untouched, when the entry does not fit
+// (it always fits in BtreeInsertRoom(key.size()) free bytes). Updates h's count, data_end and
+// restart_count. REQUIRES: key within BtreeMaxKeySize and below the page's fence.
+bool BtreeInsertAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const BtreeSlot& slot,
+                   std::string_view key, uint64_t value);
+
+// Removes the entry at `slot` (from BtreeLowerBound for `key`, equal) in place; the entry after it
+// takes back the bytes it shared with the removed key (and becomes the restart when the removed
+// entry was one). Never grows the page. Updates h.
+void BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const BtreeSlot& slot,
+                   std::string_view key);
+
 // Walks the entries of a page in order without materialising the node, with the same checks as
 // DecodeBtreePage. REQUIRES: ReadBtreeHeader succeeded on the page. Usage:
 //   BtreeEntryReader r(page, ps, no);
@@ -123,11 +186,14 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size);
 class BtreeEntryReader {
  public:
   BtreeEntryReader(const uint8_t* page, uint32_t page_size, PageNo no);
+  // Starts the walk at `slot` (from BtreeLowerBound for `key` on this page): the next Next()
+  // returns the entry at the slot. The order check against the entry before it is skipped.
+  void StartAt(const BtreeSlot& slot, std::string_view key);
   // Moves to the next entry. False at the end or on corruption (then status() says why).
   bool Next();
   std::string_view key() const { return key_; }
   uint64_t value() const { return value_; }
-  // Index of the current entry.
+  // Index of the current entry (counted from the walk's start after StartAt).
   size_t index() const { return index_ - 1; }
   const absl::Status& status() const { return status_; }
 
@@ -139,10 +205,15 @@ class BtreeEntryReader {
   std::string_view fence_;  // "" when the page has none
   uint32_t max_key_;
   bool internal_;
+  const uint8_t* restarts_ = nullptr;  // the restart array
+  uint16_t restart_count_ = 0;
+  uint16_t next_restart_ = 0;  // index of the next restart the walk must meet
   size_t off_ = kBtreeHeaderSize;
   size_t end_;
   uint16_t count_;
   uint16_t index_ = 0;
+  bool check_order_ = true;  // false for the first entry after StartAt
+  bool counting_ = true;     // index_ counts from the first entry (false after StartAt)
   std::string key_;
   uint64_t value_ = 0;
   absl::Status status_;

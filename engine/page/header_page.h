@@ -25,7 +25,8 @@
 
 namespace ember::page {
 
-constexpr uint32_t kFormatVersion = 1;
+// 2: B-tree pages gained the restart array.
+constexpr uint32_t kFormatVersion = 2;
 constexpr std::string_view kMagic{"EMBERDB\0", 8};
 
 struct HeaderFields {

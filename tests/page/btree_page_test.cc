@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
@@ -53,6 +54,17 @@ void RequireSame(const BtreeNode& a, const BtreeNode& b) {
   }
 }
 
+// Sorts the entries, drops duplicate keys and then the last entries until the node fits `ps`.
+void SortAndFit(BtreeNode* n, uint32_t ps) {
+  std::sort(n->entries.begin(), n->entries.end(),
+            [](const BtreeEntry& a, const BtreeEntry& b) { return a.key < b.key; });
+  n->entries.erase(
+      std::unique(n->entries.begin(), n->entries.end(),
+                  [](const BtreeEntry& a, const BtreeEntry& b) { return a.key == b.key; }),
+      n->entries.end());
+  while (BtreeEncodedSize(*n) > ps) n->entries.pop_back();
+}
+
 TEST_CASE("btree page: byte layout and prefix compression", "[btree][page]") {
   const uint32_t ps = 4096;
   const BtreeNode n = SampleLeaf();
@@ -67,8 +79,9 @@ TEST_CASE("btree page: byte layout and prefix compression", "[btree][page]") {
   CHECK(util::Get32(p + 28) == 88u);
   CHECK(util::Get16(p + 32) == 5u);
   CHECK(util::Get32(p + 36) == 0u);
+  CHECK(util::Get16(p + 40) == 1u);  // one restart: the first entry
   // "" then "apple" (prefix 0), "applesauce" (prefix 5, "sauce"), "apricot" (prefix 2).
-  size_t off = 40;
+  size_t off = 42;
   CHECK(util::Get16(p + off) == 0);
   CHECK(util::Get16(p + off + 2) == 0);
   CHECK(util::Get64(p + off + 4) == 1u);
@@ -89,11 +102,13 @@ TEST_CASE("btree page: byte layout and prefix compression", "[btree][page]") {
   CHECK(util::Get16(p + off + 2) == 1);
   off += 12 + 1;
   CHECK(util::Get16(p + 34) == off);
-  // The fence "bc" ends the page: its bytes, then its u16 length in the last two bytes.
+  // The fence "bc" ends the page: its bytes, then its u16 length in the last two bytes; the
+  // restart array (offset 42) comes before it.
   CHECK(std::string(reinterpret_cast<const char*>(p + ps - 4), 2) == "bc");
   CHECK(util::Get16(p + ps - 2) == 2);
-  CHECK(BtreeEncodedSize(n) == off + 4);
-  for (size_t i = off; i < ps - 4; ++i) REQUIRE(p[i] == 0);
+  CHECK(util::Get16(p + ps - 6) == 42);
+  CHECK(BtreeEncodedSize(n) == off + 4 + 2);
+  for (size_t i = off; i < ps - 6; ++i) REQUIRE(p[i] == 0);
 
   BtreeNode d;
   REQUIRE(DecodeBtreePage(p, ps, 9, &d).ok());
@@ -103,7 +118,8 @@ TEST_CASE("btree page: byte layout and prefix compression", "[btree][page]") {
   CHECK(d.has_fence());
   CHECK(d.fence_len == 2);
   CHECK(BtreeFence(p, ps, d) == "bc");
-  CHECK(d.free_space(ps) == ps - off - 4);
+  CHECK(d.restart_count == 1);
+  CHECK(d.free_space(ps) == ps - off - 6);
 
   // Without a right sibling there is no fence, and the page is zero up to its end.
   BtreeNode last = n;
@@ -111,11 +127,12 @@ TEST_CASE("btree page: byte layout and prefix compression", "[btree][page]") {
   last.fence.reset();
   auto q = Encoded(last, ps);
   CHECK(q[23] == 0);
-  for (size_t i = off; i < ps; ++i) REQUIRE(q[i] == 0);
+  for (size_t i = off; i < ps - 2; ++i) REQUIRE(q[i] == 0);
+  CHECK(util::Get16(q.data() + ps - 2) == 42);
   REQUIRE(DecodeBtreePage(q.data(), ps, 9, &d).ok());
   RequireSame(last, d);
   CHECK(BtreeFence(q.data(), ps, d).empty());
-  CHECK(d.free_space(ps) == ps - off);
+  CHECK(d.free_space(ps) == ps - off - 2);
 }
 
 TEST_CASE("btree page: encode refuses a fence that breaks the node's invariants", "[btree][page]") {
@@ -183,7 +200,7 @@ TEST_CASE("btree page: encode refuses what does not fit and leaves the page alon
           "[btree][page]") {
   const uint32_t ps = 4096;
   const uint32_t max = BtreeMaxKeySize(ps);
-  CHECK(max == (4096 - 40 - 2 - 4 * 12) / 5);
+  CHECK(max == (4096 - 42 - 2 - 4 * (12 + 2)) / 5);
   // Four maximal keys with nothing in common and a maximal fence always fit.
   BtreeNode n;
   for (char c : {'a', 'b', 'c', 'd'}) n.entries.push_back({std::string(max, c), 1});
@@ -203,8 +220,8 @@ TEST_CASE("btree page: encode refuses what does not fit and leaves the page alon
   CHECK_FALSE(EncodeBtreePage(big, page.data(), ps));
   CHECK(page == before);
   for (uint32_t s : {4096u, 8192u, 16384u, 32768u}) {
-    CHECK(kBtreeHeaderSize + 4 * (bt::kEntryOverhead + BtreeMaxKeySize(s)) + bt::kFenceOverhead +
-              BtreeMaxKeySize(s) <=
+    CHECK(kBtreeHeaderSize + 4 * (bt::kEntryOverhead + bt::kRestartSize + BtreeMaxKeySize(s)) +
+              bt::kFenceOverhead + BtreeMaxKeySize(s) <=
           s);
   }
 }
@@ -212,7 +229,7 @@ TEST_CASE("btree page: encode refuses what does not fit and leaves the page alon
 TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btree][page]") {
   const uint32_t ps = 4096;
   const auto good = Encoded(SampleLeaf(), ps, 42);
-  const size_t first = 40, second = 40 + 12;  // "" then "apple"
+  const size_t first = 42, second = 42 + 12;  // "" then "apple"
   struct Case {
     const char* name;
     std::function<void(uint8_t*)> corrupt;
@@ -241,13 +258,19 @@ TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btr
       {"fence_len 0", [=](uint8_t* p) { util::Put16(p + ps - 2, 0); }, "fence_len"},
       {"fence_len too long", [=](uint8_t* p) { util::Put16(p + ps - 2, 3000); }, "fence_len"},
       // A longer fence_len reads zeros before "bc": a fence below the last key.
-      {"fence_len longer", [=](uint8_t* p) { util::Put16(p + ps - 2, 801); }, "below the fence"},
+      // (The restart array moves with it, so that is what fails first.)
+      {"fence_len longer", [=](uint8_t* p) { util::Put16(p + ps - 2, 799); }, "restart"},
       {"fence reaching data_end",
        [=](uint8_t* p) {
-         util::Put16(p + ps - 2, 801);
+         util::Put16(p + ps - 2, 799);
          util::Put16(p + 34, ps - 300);
        },
        "data_end"},
+      {"no restarts", [](uint8_t* p) { util::Put16(p + 40, 0); }, "restart_count"},
+      {"more restarts than entries", [](uint8_t* p) { util::Put16(p + 40, 6); }, "restart_count"},
+      {"restart not at an entry", [=](uint8_t* p) { util::Put16(p + ps - 6, 43); }, "restart"},
+      {"first entry not a restart", [=](uint8_t* p) { util::Put16(p + ps - 6, second); },
+       "not a restart"},
       {"fence not above the last key", [=](uint8_t* p) { p[ps - 4] = 'a'; }, "below the fence"},
   };
   for (const Case& c : cases) {
@@ -273,11 +296,26 @@ TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btr
     util::Put32(page.data() + 36, 0);
     CHECK(absl::IsDataLoss(DecodeBtreePage(page.data(), ps, 42, &d)));
     util::Put32(page.data() + 36, 3);
-    util::Put64(page.data() + 40 + 4 + 1, 0);
+    util::Put64(page.data() + 42 + 4 + 1, 0);
     CHECK(absl::IsDataLoss(DecodeBtreePage(page.data(), ps, 42, &d)));
-    util::Put64(page.data() + 40 + 4 + 1, uint64_t{1} << 40);
+    util::Put64(page.data() + 42 + 4 + 1, uint64_t{1} << 40);
     CHECK(absl::IsDataLoss(DecodeBtreePage(page.data(), ps, 42, &d)));
   }
+}
+
+TEST_CASE("btree page: a prefix shorter than the common prefix is corruption", "[btree][page]") {
+  // Searches rely on exact prefix lengths inside a restart group.
+  const uint32_t ps = 4096;
+  BtreeNode n;
+  n.entries = {{"ab", 1}, {"zbc", 2}};
+  auto page = Encoded(n, ps, 42);
+  const size_t second = 42 + 12 + 2;
+  REQUIRE(util::Get16(page.data() + second) == 0);
+  page[second + 4] = 'a';  // the key is now "abc", sharing "ab" with the first
+  BtreeNode d;
+  const absl::Status s = DecodeBtreePage(page.data(), ps, 42, &d);
+  CHECK(absl::IsDataLoss(s));
+  CHECK(Contains(s, "longest common prefix"));
 }
 
 TEST_CASE("btree page: random damage never reads outside the page", "[btree][page]") {
@@ -292,13 +330,7 @@ TEST_CASE("btree page: random damage never reads outside the page", "[btree][pag
     if (k.size() > 12) k.resize(1 + rng() % 11);
     n.entries.push_back({k + std::to_string(i), rng()});
   }
-  std::sort(n.entries.begin(), n.entries.end(),
-            [](const BtreeEntry& a, const BtreeEntry& b) { return a.key < b.key; });
-  n.entries.erase(
-      std::unique(n.entries.begin(), n.entries.end(),
-                  [](const BtreeEntry& a, const BtreeEntry& b) { return a.key == b.key; }),
-      n.entries.end());
-  while (BtreeEncodedSize(n) > ps) n.entries.pop_back();
+  SortAndFit(&n, ps);
   const auto good = Encoded(n, ps);
   const size_t data_end = BtreeEncodedSize(n);
   int errors = 0;
@@ -320,6 +352,163 @@ TEST_CASE("btree page: random damage never reads outside the page", "[btree][pag
     std::vector<uint8_t> again(ps);
     InitPage(again.data(), ps, PageType::kBtree, 1);
     CHECK(EncodeBtreePage(d, again.data(), ps));
+  }
+  CHECK(errors > 0);
+}
+
+size_t Common(const std::string& a, const std::string& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+// Keys from a small alphabet with varied lengths, so that prefixes are shared at every depth and
+// one key is often a prefix of another.
+std::string RandomKey(std::mt19937_64& rng) {
+  std::string k(rng() % 7, ' ');
+  for (char& c : k) c = static_cast<char>('a' + rng() % 3);
+  if (rng() % 8 == 0) k += std::string(1, '\0');
+  return k;
+}
+
+// The page holds exactly the model's entries, decodes cleanly (restart array, exact prefix
+// lengths, order) and has zeros between the entries and the restart array.
+void CheckPage(const std::vector<uint8_t>& page, uint32_t ps, const BtreeNode& model) {
+  BtreeNode d;
+  const absl::Status s = DecodeBtreePage(page.data(), ps, 9, &d);
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  REQUIRE(d.entries.size() == model.entries.size());
+  for (size_t i = 0; i < d.entries.size(); ++i) {
+    REQUIRE(d.entries[i].key == model.entries[i].key);
+    REQUIRE(d.entries[i].value == model.entries[i].value);
+  }
+  REQUIRE(std::all_of(page.begin() + d.data_end, page.begin() + d.restarts_at(ps),
+                      [](uint8_t b) { return b == 0; }));
+}
+
+TEST_CASE("btree page: lower bound, in-place insert and remove match the decoded model",
+          "[btree][page]") {
+  // The lower bound must agree with a binary search over the decoded keys, and every in-place
+  // change must leave a page that decodes to the model.
+  for (uint32_t ps : {kMinPageSize, 8192u}) {
+    std::mt19937_64 rng(ps);
+    BtreeNode model;
+    model.relation_id = 3;
+    model.index_id = 1;
+    model.right_sibling = 5;
+    model.fence = "d";  // every key from RandomKey is below it
+    std::vector<uint8_t> page = Encoded(model, ps);
+    int inserts = 0, removes = 0, full = 0;
+    for (int op = 0; op < 20000; ++op) {
+      // Long keys now and then, so that the page fills up and inserts get refused.
+      std::string key = RandomKey(rng);
+      if (rng() % 4 == 0) key += std::string(rng() % 40, 'b');
+      BtreeHeader h;
+      REQUIRE(ReadBtreeHeader(page.data(), ps, 9, &h).ok());
+      BtreeSlot slot;
+      REQUIRE(BtreeLowerBound(page.data(), ps, 9, h, key, &slot).ok());
+      const auto it = std::lower_bound(
+          model.entries.begin(), model.entries.end(), key,
+          [](const BtreeEntry& e, const std::string& k) { return e.key < k; });
+      const size_t pos = static_cast<size_t>(it - model.entries.begin());
+      REQUIRE(slot.has_prev() == (pos > 0));
+      REQUIRE(slot.equal == (it != model.entries.end() && it->key == key));
+      REQUIRE((slot.offset == h.data_end) == (it == model.entries.end()));
+      if (pos > 0) {
+        REQUIRE(slot.prev_common == Common(model.entries[pos - 1].key, key));
+        REQUIRE(slot.prev_value == model.entries[pos - 1].value);
+      }
+      if (it != model.entries.end()) {
+        REQUIRE(slot.next_common == Common(it->key, key));
+        REQUIRE(slot.value == it->value);
+      }
+      // The reader started at the slot walks the model's keys from there.
+      BtreeEntryReader r(page.data(), ps, 9);
+      r.StartAt(slot, key);
+      for (size_t i = pos; i < model.entries.size(); ++i) {
+        REQUIRE(r.Next());
+        REQUIRE(r.key() == model.entries[i].key);
+      }
+      REQUIRE_FALSE(r.Next());
+      REQUIRE(r.status().ok());
+
+      const bool remove = slot.equal && (rng() % 3 != 0 || full > inserts / 4);
+      if (remove) {
+        BtreeRemoveAt(page.data(), ps, &h, slot, key);
+        model.entries.erase(it);
+        ++removes;
+      } else if (!slot.equal) {
+        const uint64_t value = rng();
+        const std::vector<uint8_t> before = page;
+        const size_t free = h.free_space(ps);
+        if (BtreeInsertAt(page.data(), ps, &h, slot, key, value)) {
+          model.entries.insert(model.entries.begin() + static_cast<ptrdiff_t>(pos),
+                               BtreeEntry{key, value});
+          ++inserts;
+        } else {
+          REQUIRE(free < BtreeInsertRoom(key.size()));
+          REQUIRE(page == before);
+          ++full;
+        }
+      }
+      CheckPage(page, ps, model);
+      BtreeHeader after;
+      REQUIRE(ReadBtreeHeader(page.data(), ps, 9, &after).ok());
+      REQUIRE(after.count == h.count);
+      REQUIRE(after.data_end == h.data_end);
+      REQUIRE(after.restart_count == h.restart_count);
+    }
+    CHECK(inserts > 100);
+    CHECK(removes > 100);
+    CHECK(full > 10);
+  }
+}
+
+TEST_CASE("btree page: ascending inserts start a restart group every interval", "[btree][page]") {
+  const uint32_t ps = 8192;
+  BtreeNode model;
+  std::vector<uint8_t> page = Encoded(model, ps);
+  for (int i = 0; i < 300; ++i) {
+    char key[16];
+    std::snprintf(key, sizeof key, "key%06d", i);
+    BtreeHeader h;
+    REQUIRE(ReadBtreeHeader(page.data(), ps, 9, &h).ok());
+    BtreeSlot slot;
+    REQUIRE(BtreeLowerBound(page.data(), ps, 9, h, key, &slot).ok());
+    REQUIRE(slot.offset == h.data_end);
+    REQUIRE(BtreeInsertAt(page.data(), ps, &h, slot, key, static_cast<uint64_t>(i)));
+    model.entries.push_back({key, static_cast<uint64_t>(i)});
+    REQUIRE(h.restart_count == (h.count + kBtreeRestartInterval - 1) / kBtreeRestartInterval);
+  }
+  CheckPage(page, ps, model);
+  // Laid out as EncodeBtreePage lays out the same entries.
+  REQUIRE(page == Encoded(model, ps));
+}
+
+TEST_CASE("btree page: lower bound on damaged bytes stays inside the page", "[btree][page]") {
+  // Run under ASan to make this meaningful.
+  const uint32_t ps = 4096;
+  std::mt19937_64 rng(11);
+  BtreeNode n;
+  for (int i = 0; i < 200; ++i) n.entries.push_back({RandomKey(rng) + std::to_string(i), 0});
+  SortAndFit(&n, ps);
+  const auto good = Encoded(n, ps);
+  int errors = 0;
+  for (int round = 0; round < 3000; ++round) {
+    auto page = good;
+    for (int f = 0; f < 3; ++f) page[kBtreeHeaderSize + rng() % (ps - kBtreeHeaderSize)] = rng();
+    BtreeHeader h;
+    if (!ReadBtreeHeader(page.data(), ps, 1, &h).ok()) continue;
+    BtreeSlot slot;
+    absl::Status s = BtreeLowerBound(page.data(), ps, 1, h, RandomKey(rng), &slot);
+    if (!s.ok()) {
+      CHECK(absl::IsDataLoss(s));
+      ++errors;
+      continue;
+    }
+    CHECK(slot.restart <= h.restart_count);
+    CHECK(slot.offset <= h.data_end);
   }
   CHECK(errors > 0);
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 #include "engine/util/coding.h"
 
 namespace ember::page {
@@ -116,7 +118,7 @@ TEST_CASE("header page: unsupported format version", "[page]") {
   HeaderFields r;
   absl::Status s = ReadHeader(page.data(), &r, kFile);
   REQUIRE(absl::IsFailedPrecondition(s));
-  CHECK(Contains(s, "format version 2 not supported"));
+  CHECK(Contains(s, absl::StrCat("format version ", kFormatVersion + 1, " not supported")));
   CHECK(Contains(s, kFile));
   uint32_t ps = 0;
   CHECK(absl::IsFailedPrecondition(PeekPageSize(page.data(), 4096, &ps, kFile)));
