@@ -91,6 +91,48 @@ absl::Status TransactionImpl::MaterializeBlobs(internal::TableState* t, Row* row
   return absl::OkStatus();
 }
 
+absl::Status TransactionImpl::SpillValues(internal::TableState* t, const Row& row,
+                                          std::vector<uint64_t>* spilled,
+                                          std::vector<page::PageNo>* links) {
+  spilled->clear();
+  const size_t threshold = record::SpillThreshold(db_->cache()->page_size());
+  for (size_t i = 0; i < row.size(); ++i) {
+    const auto* v = std::get_if<std::string>(&row[i]);
+    if (!v || v->size() < threshold) continue;
+    if (spilled->empty()) spilled->assign(row.size(), 0);
+    // Written straight into pages of the table (a temporary BLOB in pages, adopted whole), so
+    // the value is copied once, as a BlobWriter's bytes would be.
+    absl::StatusOr<uint64_t> temp = Blobs()->Create(/*engine_made=*/false);
+    if (!temp.ok()) return temp.status();
+    absl::Status s = Blobs()->Append(*temp, *v);
+    absl::StatusOr<uint64_t> stored =
+        s.ok() ? Blobs()->Materialize(*temp, t->relation.get(), links) : s;
+    if (!stored.ok()) {
+      (void)Blobs()->Release(*temp);
+      return stored.status();
+    }
+    (*spilled)[i] = *stored;
+    wrote_ = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TransactionImpl::UnspillRow(const internal::TableState* t, Row* row) {
+  const std::vector<Column>& cols = t->schema.columns;
+  for (size_t i = 0; i < row->size() && i < cols.size(); ++i) {
+    if (cols[i].type != ColumnType::kString && cols[i].type != ColumnType::kBytes) continue;
+    const auto* b = std::get_if<BlobId>(&(*row)[i]);
+    if (!b) continue;
+    const uint64_t id = b->value;
+    absl::StatusOr<uint64_t> len = Blobs()->Length(id);
+    if (!len.ok()) return len.status();
+    std::string bytes(*len, '\0');
+    if (absl::Status s = Blobs()->Read(id, 0, bytes.data(), bytes.size()); !s.ok()) return s;
+    (*row)[i] = std::move(bytes);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<BlobWriter>> TransactionImpl::CreateBlob() {
   Statement stmt(this);
   if (absl::Status s = CheckActive(); !s.ok()) return s;

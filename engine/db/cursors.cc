@@ -56,6 +56,7 @@ absl::Status TableCursor::Fill() {
         return absl::DataLossError(absl::StrCat("table ", table_->schema.name, " record ", rec,
                                                 ": ", s.message()));
       }
+      if (absl::Status s = txn_->UnspillRow(table_, &row); !s.ok()) return s;
       rows_.emplace_back(rec, std::move(row));
     }
   }
@@ -121,6 +122,7 @@ absl::Status IndexCursor::Settle() {
       internal::EncodeIndexKey(*ix_, row, &key);
       // The entry counts only if it is the key of the version we see.
       if (entry.size() == key.size() + 8 && entry.substr(0, key.size()) == key) {
+        if (absl::Status s = txn_->UnspillRow(ix_->table, &row); !s.ok()) return s;
         rec_ = rec;
         row_ = std::move(row);
         valid_ = true;

@@ -323,7 +323,10 @@ absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const
   }
   p.row = row;
   if (absl::Status s = MaterializeBlobs(p.table, &p.row, &p.links); !s.ok()) return s;
-  record::EncodeRow(p.row, &p.raw);
+  // Long values go out of line; p.row keeps them whole for the index keys.
+  std::vector<uint64_t> spilled;
+  if (absl::Status s = SpillValues(p.table, p.row, &spilled, &p.links); !s.ok()) return s;
+  record::EncodeRow(p.row, &p.raw, spilled.empty() ? nullptr : &spilled);
   return p;
 }
 
@@ -436,6 +439,7 @@ absl::StatusOr<std::optional<Row>> TransactionImpl::Get(const Table& table, Reco
     return absl::DataLossError(absl::StrCat("table ", t->schema.name, " record ", id.value, ": ",
                                             s.message()));
   }
+  if (absl::Status s = UnspillRow(t, &row); !s.ok()) return s;
   return std::optional<Row>(std::move(row));
 }
 

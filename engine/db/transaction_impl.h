@@ -48,6 +48,9 @@ class TransactionImpl : public Transaction {
 
   // For cursors: the view of the current statement and the counter sinks.
   record::ReadView View() const;
+  // Reads back the string/bytes values of `row` (decoded from table `t`) that were stored out of
+  // line (record::SpillThreshold), so callers see the bytes they stored.
+  absl::Status UnspillRow(const internal::TableState* t, Row* row);
   util::CounterSinks Sinks() { return {&counters_, &stmt_}; }
   DatabaseImpl* db() const { return db_; }
 
@@ -117,6 +120,10 @@ class TransactionImpl : public Transaction {
   // must follow to disk.
   absl::Status MaterializeBlobs(internal::TableState* t, Row* row,
                                 std::vector<page::PageNo>* links);
+  // Stores each string/bytes value of `row` at least record::SpillThreshold long as a BLOB of
+  // table `t` (ids in `spilled`, one entry per value, 0 = inline); `links` as above.
+  absl::Status SpillValues(internal::TableState* t, const Row& row,
+                           std::vector<uint64_t>* spilled, std::vector<page::PageNo>* links);
   absl::Status EndBlobs();
 
   DatabaseImpl* db_;

@@ -53,7 +53,15 @@ bool DecodeHeader(std::string_view rec, RecordHeader* h) {
 // ---------------------------------------------------------------- rows
 
 namespace {
-enum Tag : uint8_t { kTagNull = 0, kTagInt = 1, kTagDouble = 2, kTagString = 3, kTagBlob = 5 };
+// kTagSpilled: a string/bytes value kept in a stored BLOB (EncodeRow's `spilled`).
+enum Tag : uint8_t {
+  kTagNull = 0,
+  kTagInt = 1,
+  kTagDouble = 2,
+  kTagString = 3,
+  kTagBlob = 5,
+  kTagSpilled = 6,
+};
 
 const char* TypeName(ColumnType t) {
   switch (t) {
@@ -96,10 +104,14 @@ absl::Status ValidateRow(const std::vector<Column>& cols, const Row& row) {
   return absl::OkStatus();
 }
 
-void EncodeRow(const Row& row, std::string* out) {
+void EncodeRow(const Row& row, std::string* out, const std::vector<uint64_t>* spilled) {
   PutVarint64(out, row.size());
-  for (const Value& v : row) {
-    if (IsNull(v)) {
+  for (size_t i = 0; i < row.size(); ++i) {
+    const Value& v = row[i];
+    if (spilled && (*spilled)[i] != 0) {
+      out->push_back(kTagSpilled);
+      PutVarint64(out, (*spilled)[i]);
+    } else if (IsNull(v)) {
       out->push_back(kTagNull);
     } else if (auto* i = std::get_if<int64_t>(&v)) {
       out->push_back(kTagInt);
@@ -156,7 +168,8 @@ absl::Status DecodeRow(std::string_view in, size_t ncols, Row* row) {
         in.remove_prefix(len);
         break;
       }
-      case kTagBlob: {
+      case kTagBlob:
+      case kTagSpilled: {
         uint64_t b;
         if (!GetVarint64(&in, &b)) return bad("blob id");
         row->emplace_back(BlobId{b});

@@ -62,8 +62,15 @@ bool DecodeHeader(std::string_view rec, RecordHeader* h);
 
 // Row <-> row encoding, checked against the table's columns.
 absl::Status ValidateRow(const std::vector<Column>& cols, const Row& row);
-void EncodeRow(const Row& row, std::string* out);
+// `spilled`, when given (one entry per value), names values stored out of line: a non-zero
+// entry i means string/bytes value i is kept in the stored BLOB with that id (TOAST-like), and
+// only the id goes into the record. DecodeRow gives such a value back as that BlobId in a
+// string/bytes column; UnspillRow-style callers (engine/db) read the bytes back.
+void EncodeRow(const Row& row, std::string* out, const std::vector<uint64_t>* spilled = nullptr);
 absl::Status DecodeRow(std::string_view in, size_t ncols, Row* row);
+// String/bytes values at least this long are stored out of line, in a BLOB. Above the longest
+// index key of every page size, so an indexed value is never spilled (its insert fails first).
+constexpr size_t SpillThreshold(uint32_t page_size) { return page_size / 4; }
 
 // Compression of a row encoding for storage: picks the smallest of plain, RLE (bodies over
 // 64 bytes) and zstd (bodies over 512 bytes).
