@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/blob/stored_blobs.h"
 #include "engine/page/blob_page.h"
 #include "engine/util/coding.h"
 
@@ -56,23 +57,8 @@ absl::StatusOr<TxnBlobs::Stored*> TxnBlobs::FindStored(uint64_t id) {
   if (h->level == 0) {
     s->inline_data = std::move(h->inline_data);
   } else {
-    std::vector<page::PageNo> pages = std::move(h->pages);
-    if (h->level == 2) {  // flatten the list pages
-      std::vector<page::PageNo> data;
-      for (page::PageNo lp : pages) {
-        absl::StatusOr<cache::PageRef> r = cache_->Fetch(lp, cache::LatchMode::kShared);
-        if (!r.ok()) return r.status();
-        if (page::GetType(r->data()) != page::PageType::kBlob ||
-            !(page::GetFlags(r->data()) & page::kBlobListPage) ||
-            page::BlobUsed(r->data()) > page::BlobListCapacity(cache_->page_size())) {
-          return absl::DataLossError(absl::StrCat("page ", lp, ": expected a BLOB list page"));
-        }
-        for (uint32_t i = 0; i < page::BlobUsed(r->data()); ++i) {
-          data.push_back(util::Get32(page::BlobData(r->data()) + 4 * i));
-        }
-      }
-      pages = std::move(data);
-    }
+    std::vector<page::PageNo> pages, lists;
+    if (absl::Status st = DataPagesOf(cache_, *h, &pages, &lists); !st.ok()) return st;
     const uint64_t cap = page::BlobPageCapacity(cache_->page_size());
     if ((s->length + cap - 1) / cap != pages.size()) {
       return absl::DataLossError(absl::StrCat(IdText(id), ": page list does not match length"));
@@ -180,6 +166,16 @@ absl::StatusOr<uint64_t> TxnBlobs::ConcatBytes(uint64_t a, std::string_view byte
   Temp* t = &temps_.find(*id)->second;
   if (absl::Status s = CopyInto(a, t); !s.ok()) return s;
   if (absl::Status s = AppendTemp(t, bytes.data(), bytes.size()); !s.ok()) return s;
+  return id;
+}
+
+absl::StatusOr<uint64_t> TxnBlobs::Copy(uint64_t src) {
+  absl::StatusOr<uint64_t> id = Create(/*engine_made=*/false);
+  if (!id.ok()) return id;
+  if (absl::Status s = CopyInto(src, &temps_.find(*id)->second); !s.ok()) {
+    (void)Release(*id);
+    return s;
+  }
   return id;
 }
 

@@ -48,6 +48,8 @@ class TxnBlobs {
   // A new temporary BLOB holding a's bytes then b's (any mix of temporary and stored).
   absl::StatusOr<uint64_t> Concat(uint64_t a, uint64_t b);
   absl::StatusOr<uint64_t> ConcatBytes(uint64_t a, std::string_view bytes);
+  // A new temporary BLOB (in pages, as an API-written one) holding a copy of `src`.
+  absl::StatusOr<uint64_t> Copy(uint64_t src);
 
   absl::StatusOr<uint64_t> Length(uint64_t id);
   absl::Status Read(uint64_t id, uint64_t offset, void* buf, size_t n);

@@ -1,9 +1,12 @@
 // The BLOB part of TransactionImpl: temporary BLOBs, Concat/Append, streaming reader and
 // writer, and storing temporary BLOBs when a row takes them (see engine/blob/txn_blobs.h).
 #include <algorithm>
+#include <optional>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "engine/db/transaction_impl.h"
+#include "engine/record/record_format.h"
 
 namespace ember::db {
 
@@ -78,12 +81,33 @@ absl::Status TransactionImpl::EndBlobs() {
   return s;
 }
 
-absl::Status TransactionImpl::MaterializeBlobs(internal::TableState* t, Row* row,
+absl::Status TransactionImpl::MaterializeBlobs(internal::TableState* t, uint64_t rec, Row* row,
                                                std::vector<page::PageNo>* links) {
+  std::optional<absl::flat_hash_set<uint64_t>> current;  // read on first need
   for (size_t i = 0; i < row->size(); ++i) {
     auto* b = std::get_if<BlobId>(&(*row)[i]);
-    if (!b || !blob::IsTemp(b->value)) continue;
-    absl::StatusOr<uint64_t> stored = Blobs()->Materialize(b->value, t->relation.get(), links);
+    if (!b || b->value == 0) continue;
+    uint64_t temp = b->value;
+    if (!blob::IsTemp(b->value)) {
+      if (!current) {
+        current.emplace();
+        if (rec != 0) {
+          absl::StatusOr<record::VisibleVersion> v = t->relation->Read(rec, View());
+          Row cur;
+          if (v.ok() && v->exists &&
+              record::DecodeRow(v->body, t->schema.columns.size(), &cur).ok()) {
+            for (const Value& c : cur) {
+              if (const auto* cb = std::get_if<BlobId>(&c)) current->insert(cb->value);
+            }
+          }
+        }
+      }
+      if (current->contains(b->value)) continue;  // kept from the version it replaces
+      absl::StatusOr<uint64_t> copy = Blobs()->Copy(b->value);
+      if (!copy.ok()) return copy.status();
+      temp = *copy;
+    }
+    absl::StatusOr<uint64_t> stored = Blobs()->Materialize(temp, t->relation.get(), links);
     if (!stored.ok()) return stored.status();
     b->value = *stored;
     wrote_ = true;

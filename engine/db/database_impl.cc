@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/blob/stored_blobs.h"
 #include "engine/db/db_state.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/db/transaction_impl.h"
@@ -314,6 +315,10 @@ absl::StatusOr<TableState*> DatabaseImpl::AddTableState(uint32_t id, const Table
   t->relation =
       std::make_unique<record::Relation>(cache_.get(), space_.get(), txns_.get(), id, first_pp);
   if (absl::Status s = t->relation->Load(); !s.ok()) return s;
+  record::Relation* rel = t->relation.get();
+  rel->SetBlobFreer([this, rel](std::span<const uint64_t> ids, uint64_t mark_txn) {
+    return blob::FreeStoredBlobs(cache_.get(), space_.get(), rel, ids, mark_txn);
+  });
   TableState* raw = t.get();
   table_by_name_[schema.name] = raw;
   tables_.push_back(std::move(t));

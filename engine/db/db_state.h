@@ -110,6 +110,13 @@ class DatabaseImpl : public Database {
                         const std::vector<std::string>& going,
                         const std::vector<std::string>* staying, uint64_t mark_txn,
                         bool count_as_gc = false);
+  // Queues (in `unlinked`, freed once `from` and `from2` are written) the stored BLOBs of table
+  // `t` that some row of `going` names and no row of `staying` does. A stored BLOB belongs to
+  // one record (a row naming another record's BLOB gets a copy), and a version can only keep
+  // the BLOBs of the version it replaced, so these are referenced by nothing else.
+  void QueueBlobFrees(const internal::TableState* t, const std::vector<std::string>& going,
+                      const std::vector<std::string>& staying, page::PageNo from,
+                      page::PageNo from2, std::vector<record::Unlinked>* unlinked);
   // Garbage collection of records of one table (under their record locks); lines to free on
   // other pages are appended to `unlinked` (free them with Relation::FreeUnlinked). Sets
   // `*pending` if some garbage could not be collected yet (an active snapshot still sees it).

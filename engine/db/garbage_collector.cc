@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "engine/blob/blob_format.h"
 #include "engine/db/db_state.h"
 #include "engine/record/record_format.h"
 
@@ -177,6 +178,38 @@ absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
   return absl::OkStatus();
 }
 
+namespace {
+// The stored BLOBs a raw row names (BLOB fields and values kept out of line).
+void AddBlobIds(std::string_view raw, size_t ncols, absl::flat_hash_set<uint64_t>* ids) {
+  Row row;
+  if (!record::DecodeRow(raw, ncols, &row).ok()) return;
+  for (const Value& v : row) {
+    if (const auto* b = std::get_if<BlobId>(&v); b && b->value != 0 && !blob::IsTemp(b->value)) {
+      ids->insert(b->value);
+    }
+  }
+}
+}  // namespace
+
+void DatabaseImpl::QueueBlobFrees(const TableState* t, const std::vector<std::string>& going,
+                                  const std::vector<std::string>& staying, page::PageNo from,
+                                  page::PageNo from2, std::vector<record::Unlinked>* unlinked) {
+  const size_t ncols = t->schema.columns.size();
+  absl::flat_hash_set<uint64_t> gone;
+  for (const std::string& raw : going) AddBlobIds(raw, ncols, &gone);
+  if (gone.empty()) return;
+  absl::flat_hash_set<uint64_t> kept;
+  for (const std::string& raw : staying) AddBlobIds(raw, ncols, &kept);
+  for (uint64_t id : gone) {
+    if (kept.contains(id) || blob::IdRelation(id) != t->id) continue;
+    record::Unlinked u;
+    u.from = from;
+    u.from2 = from2;
+    u.blob = id;
+    unlinked->push_back(u);
+  }
+}
+
 absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_t> recs,
                                           std::vector<record::Unlinked>* unlinked,
                                           bool* pending) {
@@ -193,6 +226,7 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
     if (absl::Status s = DropKeys(t, rec, c->going, &c->staying, kGcMarkTxn, true); !s.ok()) {
       return s;
     }
+    QueueBlobFrees(t, c->going, c->staying, c->backout_page, c->cut_page, unlinked);
     if (absl::Status s = t->relation->NoteSpaceFreed(rec, kGcMarkTxn); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -200,6 +234,8 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
 
 absl::Status DatabaseImpl::CollectGarbage() {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  std::unique_lock<std::mutex> pause;
+  if (gc_) pause = gc_->Pause();
   std::vector<TableState*> tables;
   {
     std::shared_lock<std::shared_mutex> g(catalog_mu_);

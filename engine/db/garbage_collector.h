@@ -29,6 +29,9 @@ class GarbageCollector {
   // Collects everything queued that is collectable now, on the calling thread (tests, Close).
   absl::Status RunOnce();
   void Stop();
+  // Holds off collection rounds while the returned lock is held (waiting for one in flight):
+  // CollectGarbage and Validate then see no half-done round (lines unlinked, not yet freed).
+  std::unique_lock<std::mutex> Pause() { return std::unique_lock<std::mutex>(run_mu_); }
   size_t queued() const;
   absl::Status last_error() const;
 

@@ -311,7 +311,8 @@ absl::Status TransactionImpl::UndoCall(TableState* t, uint64_t rec, const record
 }
 
 absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const Table& table,
-                                                                         const Row& row) {
+                                                                         const Row& row,
+                                                                         uint64_t rec) {
   if (absl::Status s = CheckActive(); !s.ok()) return s;
   if (absl::Status s = CheckTable(table); !s.ok()) return s;
   if (opts_.read_only) return absl::FailedPreconditionError("read-only transaction");
@@ -322,7 +323,7 @@ absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const
         absl::StrCat("table ", p.table->schema.name, ": ", s.message()));
   }
   p.row = row;
-  if (absl::Status s = MaterializeBlobs(p.table, &p.row, &p.links); !s.ok()) return s;
+  if (absl::Status s = MaterializeBlobs(p.table, rec, &p.row, &p.links); !s.ok()) return s;
   // Long values go out of line; p.row keeps them whole for the index keys.
   std::vector<uint64_t> spilled;
   if (absl::Status s = SpillValues(p.table, p.row, &spilled, &p.links); !s.ok()) return s;
@@ -333,7 +334,7 @@ absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const
 absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& row) {
   Statement stmt(this);
   std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
-  absl::StatusOr<PreparedRow> p = PrepareWrite(table, row);
+  absl::StatusOr<PreparedRow> p = PrepareWrite(table, row, 0);
   if (!p.ok()) return p.status();
   TableState* t = p->table;
   absl::StatusOr<uint64_t> rec = t->relation->Insert(id_, p->raw, p->links);
@@ -365,7 +366,7 @@ absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& 
 absl::Status TransactionImpl::Update(const Table& table, RecordId id, const Row& row) {
   Statement stmt(this);
   std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
-  absl::StatusOr<PreparedRow> p = PrepareWrite(table, row);
+  absl::StatusOr<PreparedRow> p = PrepareWrite(table, row, id.value);
   if (!p.ok()) return p.status();
   TableState* t = p->table;
   std::unique_lock<std::mutex> lock;

@@ -77,7 +77,8 @@ class TransactionImpl : public Transaction {
     std::vector<page::PageNo> links;
     std::string raw;
   };
-  absl::StatusOr<PreparedRow> PrepareWrite(const Table& table, const Row& row);
+  // `rec`: the record an update replaces (0 for an insert).
+  absl::StatusOr<PreparedRow> PrepareWrite(const Table& table, const Row& row, uint64_t rec);
   // Writes `raw` (nullptr: delete) over record `rec`, waiting for / failing on conflicts. On
   // success `*lock` holds the record's lock (garbage collection must not run between the write
   // and the index entries for it).
@@ -117,8 +118,10 @@ class TransactionImpl : public Transaction {
   absl::Status WaitOrConflict(uint64_t other, const char* what, bool* retry);
   blob::TxnBlobs* Blobs();
   // Stores the temporary BLOBs among `row`'s BLOB fields; `links` gets the pages the record
-  // must follow to disk.
-  absl::Status MaterializeBlobs(internal::TableState* t, Row* row,
+  // must follow to disk. A stored BLOB belongs to one record, so a stored id the record's
+  // current version (`rec`, 0 for a new record) does not name is stored again as a copy:
+  // garbage collection can then free a BLOB with the last version naming it.
+  absl::Status MaterializeBlobs(internal::TableState* t, uint64_t rec, Row* row,
                                 std::vector<page::PageNo>* links);
   // Stores each string/bytes value of `row` at least record::SpillThreshold long as a BLOB of
   // table `t` (ids in `spilled`, one entry per value, 0 = inline); `links` as above.

@@ -43,7 +43,24 @@ absl::Status TransactionImpl::ApplyUndo(TableState* t, uint64_t rec, txn::UndoKi
       if (!u.ok()) return u.status();
     }
   }
-  if (t->indexes.empty() || removed.empty()) return absl::OkStatus();
+  if (removed.empty()) return absl::OkStatus();
+  // BLOBs only the removed version named go once the record's page is written. What stays: the
+  // restored version, or whatever version is now newest.
+  std::vector<std::string> staying;
+  if (kind == txn::UndoKind::kRemoveHead) {
+    absl::Status s = t->relation->ForEachVersion(
+        rec, [&](uint64_t, bool deleted, std::string_view raw) {
+          if (!deleted) staying.emplace_back(raw);
+          return false;
+        });
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+  } else {
+    staying.push_back(before);
+  }
+  if (absl::StatusOr<page::PageNo> p = t->relation->RecordPage(rec); p.ok()) {
+    db_->QueueBlobFrees(t, {removed}, staying, *p, page::kNoPage, unlinked);
+  }
+  if (t->indexes.empty()) return absl::OkStatus();
   return db_->DropKeys(t, rec, {removed}, nullptr, id_);
 }
 

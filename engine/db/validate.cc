@@ -3,8 +3,9 @@
 // Meant for a quiet database: concurrent writers can make it report transient problems.
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "engine/db/db_state.h"
 #include "engine/blob/blob_format.h"
+#include "engine/db/db_state.h"
+#include "engine/db/garbage_collector.h"
 #include "engine/page/blob_page.h"
 #include "engine/page/pip.h"
 #include "engine/util/coding.h"
@@ -14,6 +15,9 @@ namespace ember::db {
 
 absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& options) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  // The background collector's rounds unlink lines before they free them: not while we look.
+  std::unique_lock<std::mutex> pause;
+  if (gc_) pause = gc_->Pause();
   ValidationReport rep;
   std::vector<page::PageNo> pages{0};
   const uint32_t ps = options_.page_size;

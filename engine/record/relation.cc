@@ -482,6 +482,25 @@ absl::StatusOr<std::string> Relation::ReadBlobRecord(PageNo p, uint16_t line) {
   return rec->substr(h.size());
 }
 
+absl::Status Relation::DeleteBlobRecord(PageNo p, uint16_t line, uint64_t mark_txn) {
+  absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kExclusive);
+  if (!r.ok()) return r.status();
+  std::optional<std::string_view> rec = page::DpGet(r->data(), ps_, line);
+  RecordHeader h;
+  if (!rec || !DecodeHeader(*rec, &h) || !(h.flags & kRecBlob)) {
+    return absl::DataLossError(absl::StrCat("page ", p, " line ", line, " of relation ", id_,
+                                            ": expected a BLOB header record"));
+  }
+  page::DpDelete(r->data(), ps_, line);
+  r->Mark(mark_txn);
+  NoteSecondaryRoom(*r);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PageNo> Relation::RecordPage(uint64_t rec) const {
+  return PageOf(page::RecordDpSequence(rec));
+}
+
 absl::Status Relation::ListRecords(uint32_t seq, std::vector<uint64_t>* out) {
   return VisitPrimaryLines(seq, [&](PageNo, const uint8_t*, uint16_t line) {
     out->push_back(page::MakeRecordNo(seq, line));

@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
-#include <span>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +56,10 @@ struct Unlinked {
   page::PageNo page = page::kNoPage;
   uint16_t line = 0;
   bool fragments_only = false;  // free just the fragment chain starting at (page, line)
+  // Instead of a line: the stored BLOB with this id (its header record and pages) goes, through
+  // the relation's BlobFreer, once `from` and `from2` (when set) are written.
+  uint64_t blob = 0;
+  page::PageNo from2 = page::kNoPage;
 };
 
 // What garbage collection removed from one record (raw rows, for the index keys to drop).
@@ -67,6 +71,10 @@ struct Collected {
   uint64_t bytes = 0;                  // their stored bytes
   std::vector<std::string> going;      // raw rows of removed versions (stubs omitted)
   std::vector<std::string> staying;    // raw rows of the versions kept (stubs omitted)
+  // The pages whose writes unlink what went (kNoPage when unused): the record's page when a dead
+  // head was backed out or the record went, and the page where the chain was cut.
+  page::PageNo backout_page = page::kNoPage;
+  page::PageNo cut_page = page::kNoPage;
 };
 
 // Per-table version statistics (Validate-style walk).
@@ -103,6 +111,13 @@ class Relation {
 
   uint32_t id() const { return id_; }
   page::PageNo first_pp() const { return first_pp_; }
+
+  // Frees stored BLOBs (engine/blob owns their format); FreeUnlinked hands it the `blob` entries
+  // of a batch once the pages that referenced them are written. Set before use; none: kept.
+  using BlobFreer = std::function<absl::Status(std::span<const uint64_t> ids, uint64_t mark_txn)>;
+  void SetBlobFreer(BlobFreer f) { blob_freer_ = std::move(f); }
+  // The data page holding record `rec`'s head.
+  absl::StatusOr<page::PageNo> RecordPage(uint64_t rec) const;
 
   // Stores a new record (raw row encoding) written by `txn`; returns its record number.
   // `links`: pages the record points at (BLOB headers), which must reach disk first.
@@ -143,6 +158,8 @@ class Relation {
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreBlobRecord(
       uint64_t txn, std::string_view body, std::span<const page::PageNo> links);
   absl::StatusOr<std::string> ReadBlobRecord(page::PageNo p, uint16_t line);
+  // Deletes the BLOB header record at (p, line) for `mark_txn`; DataLoss if it is not one.
+  absl::Status DeleteBlobRecord(page::PageNo p, uint16_t line, uint64_t mark_txn);
   // Visits the versions of a record, newest first (raw bodies; stubs give deleted = true),
   // while `fn` returns true.
   absl::Status ForEachVersion(
@@ -175,6 +192,8 @@ class Relation {
   };
 
   absl::StatusOr<page::PageNo> PageOf(uint32_t seq) const;
+  // After lines were deleted from secondary page `r` (latched): it may take new lines again.
+  void NoteSecondaryRoom(const cache::PageRef& r);
   // Calls `fn` for each primary record line of data page `seq` (none for a secondary page),
   // with the page latched shared; a corrupt record header is DataLoss.
   absl::Status VisitPrimaryLines(
@@ -231,6 +250,7 @@ class Relation {
   uint32_t insert_seq_ = 0;        // guarded by mu_: first primary page that may have room
   int32_t secondary_seq_ = -1;     // guarded by mu_: current page for back versions
   std::vector<uint32_t> reusable_secondary_;  // guarded by mu_: secondary pages GC made room on
+  BlobFreer blob_freer_;
   std::mutex alloc_mu_;            // serialises page additions (taken before mu_)
 };
 

@@ -140,6 +140,7 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
       if (absl::Status s = BackoutLatched(P, *pno, line, mark_txn, unlinked, &raw); !s.ok()) {
         return s;
       }
+      out.backout_page = *pno;
       out.changed = true;
       ++out.versions;
       out.bytes += size;
@@ -193,7 +194,9 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
     page::DpDelete(P.data(), ps_, line);
     out.record_gone = true;
     cut_page = *pno;
-  } else {
+  }
+  out.cut_page = cut_page;
+  if (!whole) {
     RecordHeader nh = chain[keep].h;
     nh.back_page = page::kNoPage;
     nh.back_line = 0;
@@ -236,15 +239,41 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
   return out;
 }
 
+void Relation::NoteSecondaryRoom(const PageRef& r) {
+  if (page::DpFreeSpace(r.data(), ps_) < ps_ / 2) return;
+  // A secondary page with room again: back versions, fragments and BLOB headers may go there.
+  const uint32_t seq = page::DpSequence(r.data());
+  std::unique_lock<std::shared_mutex> g(mu_);
+  if (seq < pages_.size() && (pages_[seq].flags & page::kPpSecondary) &&
+      static_cast<int32_t>(seq) != secondary_seq_ &&
+      std::find(reusable_secondary_.begin(), reusable_secondary_.end(), seq) ==
+          reusable_secondary_.end()) {
+    reusable_secondary_.push_back(seq);
+  }
+}
+
 absl::Status Relation::FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn) {
   if (unlinked->empty()) return absl::OkStatus();
   std::vector<PageNo> from;
-  for (const Unlinked& u : *unlinked) from.push_back(u.from);
+  for (const Unlinked& u : *unlinked) {
+    if (u.from != page::kNoPage) from.push_back(u.from);
+    if (u.from2 != page::kNoPage) from.push_back(u.from2);
+  }
   std::sort(from.begin(), from.end());
   from.erase(std::unique(from.begin(), from.end()), from.end());
   if (absl::Status s = cache_->FlushPages(from); !s.ok()) return s;
+  std::vector<uint64_t> blobs;
   for (const Unlinked& u : *unlinked) {
-    if (absl::Status s = FreeLine(u, mark_txn); !s.ok()) return s;
+    if (u.blob != 0) {
+      blobs.push_back(u.blob);
+    } else if (absl::Status s = FreeLine(u, mark_txn); !s.ok()) {
+      return s;
+    }
+  }
+  if (!blobs.empty() && blob_freer_) {
+    std::sort(blobs.begin(), blobs.end());
+    blobs.erase(std::unique(blobs.begin(), blobs.end()), blobs.end());
+    if (absl::Status s = blob_freer_(blobs, mark_txn); !s.ok()) return s;
   }
   unlinked->clear();
   return absl::OkStatus();
@@ -266,17 +295,7 @@ absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
     }
     page::DpDelete(r->data(), ps_, line);
     r->Mark(mark_txn);
-    if (page::DpFreeSpace(r->data(), ps_) >= ps_ / 2) {
-      // A secondary page with room again: back versions and fragments may go there.
-      const uint32_t seq = page::DpSequence(r->data());
-      std::unique_lock<std::shared_mutex> g(mu_);
-      if (seq < pages_.size() && (pages_[seq].flags & page::kPpSecondary) &&
-          static_cast<int32_t>(seq) != secondary_seq_ &&
-          std::find(reusable_secondary_.begin(), reusable_secondary_.end(), seq) ==
-              reusable_secondary_.end()) {
-        reusable_secondary_.push_back(seq);
-      }
-    }
+    NoteSecondaryRoom(*r);
     // A back version's own fragments are listed separately; a fragment chain continues here.
     if (!u.fragments_only || !(fh.flags & kRecFragmented)) return absl::OkStatus();
     p = fh.frag_page;
