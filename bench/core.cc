@@ -61,6 +61,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/util/bench_util.h"
+#include "bench/util/sqlite_util.h"
 #include "ember/ember.h"
 #include "engine/cache/buffer_cache.h"
 #include "engine/io/file.h"
@@ -69,19 +70,7 @@
 namespace ember::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-// CPU time of the whole process (every thread, including the engine's own): on a shared machine
-// the CPU ratio is steadier than the wall-clock ratio.
-double ProcessCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 Flag FLAGS_rows("rows", int64_t{1000000}, "rows in the table (bulk insert in one transaction)");
 Flag FLAGS_lookups("lookups", int64_t{100000}, "point lookups by random id");
@@ -245,26 +234,6 @@ absl::Status EmberScan(EmberCore& e) {
 
 // ---------------------------------------------------------------- SQLite
 
-absl::Status SqlError(sqlite3* db, std::string_view what) {
-  return absl::InternalError(absl::StrCat("sqlite ", std::string(what), ": ", sqlite3_errmsg(db)));
-}
-
-class Stmt {
- public:
-  Stmt() = default;
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  ~Stmt() { sqlite3_finalize(s_); }
-  absl::Status Prepare(sqlite3* db, const char* sql) {
-    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK) return SqlError(db, sql);
-    return absl::OkStatus();
-  }
-  sqlite3_stmt* get() const { return s_; }
-
- private:
-  sqlite3_stmt* s_ = nullptr;
-};
-
 struct SqliteCore {
   std::string path;
   sqlite3* db = nullptr;
@@ -313,19 +282,7 @@ struct SqliteCore {
     return s;
   }
   // The pager's counters since the last call (reset on read).
-  Counters TakePages() {
-    int cur = 0, hi = 0;
-    Counters c;
-    if (!db) return c;
-    sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_HIT, &cur, &hi, 1);
-    c.fetches = static_cast<uint64_t>(cur);
-    sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_MISS, &cur, &hi, 1);
-    c.fetches += static_cast<uint64_t>(cur);
-    c.reads = static_cast<uint64_t>(cur);
-    sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_WRITE, &cur, &hi, 1);
-    c.writes = static_cast<uint64_t>(cur);
-    return c;
-  }
+  Counters TakePages() { return TakeSqlitePages(db); }
 };
 
 absl::Status SqliteInsert(SqliteCore& q, int64_t rows, double* commit_s) {

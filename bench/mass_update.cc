@@ -49,9 +49,10 @@ eb::Flag FLAGS_no_savepoint("no_savepoint", "0,1", "undo log off: 0, 1 or 0,1");
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using ember::Row;
+using ember::bench::Clock;
 using ember::bench::operator-;
+using ember::bench::Seconds;
 
 struct Config {
   int64_t rows;
@@ -197,7 +198,7 @@ void Phase(benchmark::State& state, Config c, bool commit_series, std::string ph
       st = r.status();
       if (r.ok()) n = *r;
     }
-    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double secs = Seconds(t0, Clock::now());
     if (eb::Failed(state, st, phase)) return;
     state.SetIterationTime(secs);
     eb::SetPageCounters(state, s.db->stats().pages - before);

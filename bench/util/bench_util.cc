@@ -1,6 +1,8 @@
 // Shared benchmark helpers (see bench_util.h).
 #include "bench/util/bench_util.h"
 
+#include <ctime>
+
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/utsname.h>
@@ -18,6 +20,16 @@
 #include "absl/strings/str_format.h"
 
 namespace ember::bench {
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 namespace fs = std::filesystem;
 

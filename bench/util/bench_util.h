@@ -21,6 +21,7 @@
 //   --page_size=N --cache_pages=N --forced_writes=0|1   the ember::Options of the databases
 // plus the flags a binary declares itself with Flag (e.g. --rows=N).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -33,6 +34,13 @@
 #include "ember/stats.h"
 
 namespace ember::bench {
+
+// Wall-clock timing for the benchmarks' manual times.
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b);
+// CPU time of the whole process (every thread, including the engine's own): on a shared machine
+// the CPU ratio is steadier than the wall-clock ratio.
+double ProcessCpuSeconds();
 
 // ---------------------------------------------------------------- flags
 
