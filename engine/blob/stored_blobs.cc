@@ -35,7 +35,7 @@ absl::Status DataPagesOf(cache::BufferCache* cache, const BlobHeader& h,
 
 absl::Status FreeStoredBlobs(cache::BufferCache* cache, cache::PageSpace* space,
                              record::Relation* rel, std::span<const uint64_t> ids,
-                             uint64_t mark_txn) {
+                             uint64_t mark_txn, uint64_t* pages_freed) {
   std::vector<page::PageNo> pages, header_pages, data, lists;
   for (uint64_t id : ids) {
     if (id == 0 || IsTemp(id) || IdRelation(id) != rel->id()) continue;
@@ -57,6 +57,7 @@ absl::Status FreeStoredBlobs(cache::BufferCache* cache, cache::PageSpace* space,
   if (absl::Status s = cache->FlushPages(header_pages); !s.ok()) return s;
   for (page::PageNo p : pages) {
     if (absl::Status s = space->Free(p, mark_txn); !s.ok()) return s;
+    if (pages_freed) ++*pages_freed;
   }
   return absl::OkStatus();
 }

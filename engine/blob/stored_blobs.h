@@ -22,8 +22,9 @@ absl::Status DataPagesOf(cache::BufferCache* cache, const BlobHeader& h,
 // Frees the stored BLOBs `ids` of relation `rel`: deletes their header records, writes the pages
 // that held them, then returns their data and list pages to the free list (so a crash can never
 // leave a header naming pages that were reused). Ids of another relation are left alone.
+// `pages_freed`, when given, is raised by the number of pages freed.
 absl::Status FreeStoredBlobs(cache::BufferCache* cache, cache::PageSpace* space,
                              record::Relation* rel, std::span<const uint64_t> ids,
-                             uint64_t mark_txn);
+                             uint64_t mark_txn, uint64_t* pages_freed = nullptr);
 
 }  // namespace ember::blob

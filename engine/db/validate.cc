@@ -4,12 +4,14 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "engine/blob/blob_format.h"
+#include "engine/blob/stored_blobs.h"
 #include "engine/db/db_state.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/page/blob_page.h"
 #include "engine/page/pip.h"
 #include "engine/util/coding.h"
 #include "engine/page/tip.h"
+#include "engine/record/record_format.h"
 
 namespace ember::db {
 
@@ -67,12 +69,33 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
       }
     }
   };
+  // Orphan BLOBs: headers no version names (their pages count as used until freed below).
+  std::vector<std::pair<internal::TableState*, uint64_t>> orphans;
   for (const auto& t : tables_) {
     auto& set = records[t->id];
+    const size_t ncols = t->schema.columns.size();
+    absl::flat_hash_set<uint64_t> named;
+    std::vector<std::pair<uint64_t, uint64_t>> headers;  // (BLOB id, writer)
     absl::Status s = t->relation->Check(
         &rep.errors, &pages, [&](uint64_t rec) { set.insert(rec); }, &rep.records,
-        [&](std::string_view body) { on_blob(t->id, body); });
+        [&](page::PageNo p, uint16_t line, uint64_t txn, std::string_view body) {
+          headers.emplace_back(blob::StoredId(t->id, p, line), txn);
+          on_blob(t->id, body);
+        },
+        [&](std::string_view raw) {
+          Row row;
+          if (!record::DecodeRow(raw, ncols, &row).ok()) return;
+          for (const Value& v : row) {
+            if (const auto* b = std::get_if<BlobId>(&v)) named.insert(b->value);
+          }
+        });
     if (!s.ok()) return s;
+    for (const auto& [id, writer] : headers) {
+      // An active writer may be about to write the record naming it.
+      if (named.contains(id) || txns_->StateOf(writer) == txn::kCnActive) continue;
+      rep.orphan_blobs.push_back(id);
+      orphans.emplace_back(t.get(), id);
+    }
   }
   for (const auto& ix : indexes_) {
     std::string prev;
@@ -114,6 +137,17 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
     for (page::PageNo p : rep.unreachable_pages) {
       if (absl::Status s = space_->Free(p, 0); !s.ok()) return s;
       ++rep.freed_pages;
+    }
+    if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
+  }
+  if (options.free_unreachable && !orphans.empty()) {
+    for (const auto& [t, id] : orphans) {
+      const uint64_t ids[] = {id};
+      if (absl::Status s = blob::FreeStoredBlobs(cache_.get(), space_.get(), t->relation.get(),
+                                                 ids, 0, &rep.freed_blob_pages);
+          !s.ok()) {
+        return s;
+      }
     }
     if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
   }

@@ -843,7 +843,8 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
 
 absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageNo>* pages,
                              const std::function<void(uint64_t)>& on_record, uint64_t* versions,
-                             const std::function<void(std::string_view)>& on_blob) {
+                             const BlobVisitor& on_blob,
+                             const std::function<void(std::string_view)>& on_version) {
   std::vector<PageInfo> infos;
   {
     std::shared_lock<std::shared_mutex> g(mu_);
@@ -883,7 +884,7 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
         errors->push_back(absl::StrCat("page ", p, " line ", line, ": corrupt record header"));
         continue;
       }
-      if ((h.flags & kRecBlob) && on_blob) on_blob(rec->substr(h.size()));
+      if ((h.flags & kRecBlob) && on_blob) on_blob(p, line, h.txn, rec->substr(h.size()));
       if (h.flags & kRecNotPrimary) continue;
       if (secondary) {
         errors->push_back(absl::StrCat("page ", p, " line ", line,
@@ -892,8 +893,9 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
       }
       const uint64_t rec_no = page::MakeRecordNo(seq, line);
       r->Release();  // ForEachVersion fetches the page itself
-      absl::Status s = ForEachVersion(rec_no, [&](uint64_t, bool, std::string_view) {
+      absl::Status s = ForEachVersion(rec_no, [&](uint64_t, bool deleted, std::string_view raw) {
         ++*versions;
+        if (!deleted && on_version) on_version(raw);
         return true;
       });
       if (!s.ok()) {

@@ -179,11 +179,15 @@ class Relation {
 
   // For Validate(): checks pointer pages and data pages (page types, relation ids, sequences,
   // flag agreement, line structure, version chains and fragments); calls `on_record` for each
-  // primary record number and `on_blob` with the body of each BLOB header record; adds every
-  // page to `pages`.
+  // primary record number, `on_version` with the raw row of each version (stubs omitted) and
+  // `on_blob` with the place, writer and body of each BLOB header record; adds every page to
+  // `pages`.
+  using BlobVisitor = std::function<void(page::PageNo p, uint16_t line, uint64_t txn,
+                                         std::string_view blob_header)>;
   absl::Status Check(std::vector<std::string>* errors, std::vector<page::PageNo>* pages,
                      const std::function<void(uint64_t rec)>& on_record, uint64_t* versions,
-                     const std::function<void(std::string_view blob_header)>& on_blob = {});
+                     const BlobVisitor& on_blob = {},
+                     const std::function<void(std::string_view raw)>& on_version = {});
 
  private:
   struct PageInfo {

@@ -19,7 +19,8 @@
 namespace ember {
 
 struct ValidateOptions {
-  bool free_unreachable = false;  // return unreachable pages to the free list
+  // Return unreachable pages to the free list, and free orphan BLOBs (with their pages).
+  bool free_unreachable = false;
 };
 
 struct ValidationReport {
@@ -28,7 +29,11 @@ struct ValidationReport {
   uint64_t index_entries = 0;
   std::vector<std::string> errors;         // each names the page (and line / key)
   std::vector<uint32_t> unreachable_pages;  // allocated but referenced by nothing
-  uint64_t freed_pages = 0;
+  // Stored BLOBs no record version names, written by a transaction that is no longer active:
+  // what a crash between storing a BLOB and writing its record leaves. Not an error.
+  std::vector<uint64_t> orphan_blobs;
+  uint64_t freed_pages = 0;       // unreachable pages freed (free_unreachable)
+  uint64_t freed_blob_pages = 0;  // pages of orphan BLOBs freed (free_unreachable)
   bool ok() const { return errors.empty(); }
 };
 
