@@ -71,29 +71,78 @@ absl::StatusOr<TxnBlobs::Stored*> TxnBlobs::FindStored(uint64_t id) {
   return raw;
 }
 
+void TxnBlobs::AddPiece(Temp* t, Piece p) {
+  t->len += p.len;
+  t->pieces.push_back(std::move(p));
+  t->ends.push_back(t->len);
+}
+
 absl::Status TxnBlobs::AppendTemp(Temp* t, const void* data, size_t n) {
   if (n == 0) return absl::OkStatus();
   if (!t->in_temp_space) return t->paged->Append(txn_, data, n);
-  if (t->len + n > t->cap) {
-    // Grow in place if the space after the extent is free, else move to a bigger extent.
-    const uint64_t want = std::max<uint64_t>({t->len + n, t->cap * 2, 4096});
-    if (t->cap == 0 || !temp_->TryExtend(t->off, t->cap, want)) {
-      absl::StatusOr<uint64_t> off = temp_->Allocate(want);
-      if (!off.ok()) return off.status();
-      for (uint64_t done = 0; done < t->len;) {
-        const size_t k = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, t->len - done));
-        buf_.resize(k);
-        if (absl::Status s = temp_->Read(t->off + done, buf_.data(), k); !s.ok()) return s;
-        if (absl::Status s = temp_->Write(*off + done, buf_.data(), k); !s.ok()) return s;
-        done += k;
-      }
-      if (t->cap) temp_->Release(t->off, t->cap);
-      t->off = *off;
+  const char* src = static_cast<const char*>(data);
+  if (!t->pieces.empty()) {
+    // Past the end of the last extent, when our last piece is what reaches that end: bytes
+    // other pieces name (all below `used`) never change.
+    Piece& last = t->pieces.back();
+    Extent& e = *last.ext;
+    if (last.start + last.len == e.used && e.used < e.cap) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(n, e.cap - e.used));
+      if (absl::Status s = temp_->Write(e.off + e.used, src, k); !s.ok()) return s;
+      e.used += k;
+      last.len += k;
+      t->len += k;
+      t->ends.back() = t->len;
+      src += k;
+      n -= k;
+      if (n == 0) return absl::OkStatus();
     }
-    t->cap = want;
   }
-  if (absl::Status s = temp_->Write(t->off + t->len, data, n); !s.ok()) return s;
-  t->len += n;
+  // A new extent, doubling: a BLOB grown by appends has O(log n) pieces.
+  const uint64_t cap = std::max<uint64_t>({uint64_t{n}, t->len, 4096});
+  absl::StatusOr<uint64_t> off = temp_->Allocate(cap);
+  if (!off.ok()) return off.status();
+  io::TempSpace* temp = temp_;
+  std::shared_ptr<Extent> e(new Extent{*off, cap, 0}, [temp](Extent* x) {
+    temp->Release(x->off, x->cap);
+    delete x;
+  });
+  if (absl::Status s = temp_->Write(e->off, src, n); !s.ok()) return s;
+  e->used = n;
+  AddPiece(t, Piece{std::move(e), 0, n});
+  return absl::OkStatus();
+}
+
+absl::Status TxnBlobs::AppendBlob(Temp* dst, uint64_t src) {
+  if (src == 0) return absl::OkStatus();
+  if (dst->in_temp_space && IsTemp(src)) {
+    absl::StatusOr<Temp*> s = FindTemp(src);
+    if (!s.ok()) return s.status();
+    if ((*s)->in_temp_space) {
+      // Copied first: dst and src may be the same BLOB.
+      const std::vector<Piece> pieces = (*s)->pieces;
+      for (const Piece& p : pieces) AddPiece(dst, p);
+      return absl::OkStatus();
+    }
+  }
+  return CopyInto(src, dst);
+}
+
+absl::Status TxnBlobs::ReadTemp(const Temp& t, uint64_t offset, void* buf, size_t n) const {
+  char* out = static_cast<char*>(buf);
+  size_t i = static_cast<size_t>(
+      std::upper_bound(t.ends.begin(), t.ends.end(), offset) - t.ends.begin());
+  while (n > 0 && i < t.pieces.size()) {
+    const Piece& p = t.pieces[i];
+    const uint64_t piece_from = t.ends[i] - p.len;
+    const uint64_t in = offset - piece_from;
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(n, p.len - in));
+    if (absl::Status s = temp_->Read(p.ext->off + p.start + in, out, k); !s.ok()) return s;
+    out += k;
+    offset += k;
+    n -= k;
+    ++i;
+  }
   return absl::OkStatus();
 }
 
@@ -123,7 +172,7 @@ absl::Status TxnBlobs::Read(uint64_t id, uint64_t offset, void* buf, size_t n) {
     if (offset + n > tt.len) {
       return absl::OutOfRangeError(absl::StrCat(IdText(id), ": read past its length ", tt.len));
     }
-    return temp_->Read(tt.off + offset, buf, n);
+    return ReadTemp(tt, offset, buf, n);
   }
   absl::StatusOr<Stored*> s = FindStored(id);
   if (!s.ok()) return s.status();
@@ -154,9 +203,9 @@ absl::StatusOr<uint64_t> TxnBlobs::Concat(uint64_t a, uint64_t b) {
   absl::StatusOr<uint64_t> id = Create(/*engine_made=*/true);
   if (!id.ok()) return id;
   Temp* t = &temps_.find(*id)->second;
-  if (absl::Status s = CopyInto(a, t); !s.ok()) return s;
-  t = &temps_.find(*id)->second;  // CopyInto may have read stored BLOBs (no rehash of temps_)
-  if (absl::Status s = CopyInto(b, t); !s.ok()) return s;
+  if (absl::Status s = AppendBlob(t, a); !s.ok()) return s;
+  t = &temps_.find(*id)->second;  // AppendBlob may have read stored BLOBs (no rehash of temps_)
+  if (absl::Status s = AppendBlob(t, b); !s.ok()) return s;
   return id;
 }
 
@@ -164,7 +213,8 @@ absl::StatusOr<uint64_t> TxnBlobs::ConcatBytes(uint64_t a, std::string_view byte
   absl::StatusOr<uint64_t> id = Create(/*engine_made=*/true);
   if (!id.ok()) return id;
   Temp* t = &temps_.find(*id)->second;
-  if (absl::Status s = CopyInto(a, t); !s.ok()) return s;
+  if (absl::Status s = AppendBlob(t, a); !s.ok()) return s;
+  t = &temps_.find(*id)->second;
   if (absl::Status s = AppendTemp(t, bytes.data(), bytes.size()); !s.ok()) return s;
   return id;
 }
@@ -201,7 +251,7 @@ absl::StatusOr<uint64_t> TxnBlobs::Materialize(uint64_t id, record::Relation* re
       for (uint64_t done = 0; done < len;) {
         const size_t k = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, len - done));
         chunk.resize(k);
-        if (absl::Status s = temp_->Read(t.off + done, chunk.data(), k); !s.ok()) return s;
+        if (absl::Status s = ReadTemp(t, done, chunk.data(), k); !s.ok()) return s;
         if (absl::Status s = pages->Append(txn_, chunk.data(), k); !s.ok()) return s;
         done += k;
       }
@@ -236,8 +286,8 @@ absl::StatusOr<uint64_t> TxnBlobs::Materialize(uint64_t id, record::Relation* re
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> loc = rel->StoreBlobRecord(txn_, body, h.pages);
   if (!loc.ok()) return loc.status();
   links->push_back(loc->first);
-  // Ours now: nothing to free at transaction end.
-  if (t.in_temp_space && t.cap) temp_->Release(t.off, t.cap);
+  // Ours now: nothing to free at transaction end (shared extents go with their last piece).
+  t.pieces.clear();
   // A page-backed BLOB stored at level 0 is inline in its header record now: its pages (never
   // linked from anything) go back to the free list, or they would stay allocated and unreachable.
   std::unique_ptr<PagedBlob> inlined = std::move(t.paged);
@@ -248,8 +298,9 @@ absl::StatusOr<uint64_t> TxnBlobs::Materialize(uint64_t id, record::Relation* re
 
 absl::Status TxnBlobs::FreeTemp(Temp& t) {
   if (t.in_temp_space) {
-    if (t.cap) temp_->Release(t.off, t.cap);
-    t.cap = t.len = 0;
+    t.pieces.clear();
+    t.ends.clear();
+    t.len = 0;
     return absl::OkStatus();
   }
   return t.paged ? t.paged->Free(txn_) : absl::OkStatus();

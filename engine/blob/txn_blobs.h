@@ -5,9 +5,12 @@
 //   0: every temporary BLOB in database pages (Firebird without HQbird's BlobTempSpace);
 //   1: those the engine makes (Concat, ConcatBytes) in TempSpace, API-written ones in pages;
 //   2: every temporary BLOB in TempSpace.
-// A temporary BLOB in TempSpace grows in place (capacity doubling), so Append costs O(bytes);
-// Concat always makes a new BLOB and copies both operands, as Firebird's `||` does - that copy
-// is what the BLOB temp-space experiment measures. Temporary BLOBs vanish at transaction end
+// A temporary BLOB in TempSpace is a list of pieces of immutable extents: Concat of two such
+// BLOBs shares their extents instead of copying them, and appending writes past the end of the
+// last extent when nobody else's piece reaches that end (capacity doubling), so building a BLOB
+// by `b = Concat(b, piece)` costs O(bytes) in time and temp space. In database pages (mode 0,
+// and API-written BLOBs in mode 1) Concat copies both operands, as Firebird's `||` does - that
+// quadratic copy is what the BLOB temp-space experiment measures against. Temporary BLOBs vanish at transaction end
 // (their pages are freed, their TempSpace extents released) unless assigned to a field, which
 // materialises them as stored BLOBs of the field's relation.
 //
@@ -67,10 +70,21 @@ class TxnBlobs {
   size_t temp_count() const { return temps_.size(); }
 
  private:
+  // A TempSpace extent; its bytes below `used` never change (pieces may share them). Released
+  // when the last piece naming it goes.
+  struct Extent {
+    uint64_t off = 0, cap = 0, used = 0;
+  };
+  struct Piece {
+    std::shared_ptr<Extent> ext;
+    uint64_t start = 0, len = 0;  // bytes [start, start + len) of the extent
+  };
   struct Temp {
     bool in_temp_space = false;
-    uint64_t off = 0, cap = 0, len = 0;  // TempSpace extent
-    std::unique_ptr<PagedBlob> paged;    // database pages
+    uint64_t len = 0;
+    std::vector<Piece> pieces;          // TempSpace: the bytes, in order
+    std::vector<uint64_t> ends;         // end offset (in the BLOB) of each piece
+    std::unique_ptr<PagedBlob> paged;   // database pages
   };
   struct Stored {
     uint64_t length = 0;
@@ -80,6 +94,10 @@ class TxnBlobs {
   absl::StatusOr<Temp*> FindTemp(uint64_t id);
   absl::StatusOr<Stored*> FindStored(uint64_t id);
   absl::Status AppendTemp(Temp* t, const void* data, size_t n);
+  // Appends `src`'s bytes to `dst`: shares its pieces when both are in TempSpace, else copies.
+  absl::Status AppendBlob(Temp* dst, uint64_t src);
+  void AddPiece(Temp* t, Piece p);
+  absl::Status ReadTemp(const Temp& t, uint64_t offset, void* buf, size_t n) const;
   // Copies all of `src` onto the end of temporary `dst`, in chunks.
   absl::Status CopyInto(uint64_t src, Temp* dst);
   absl::Status FreeTemp(Temp& t);
