@@ -27,6 +27,7 @@
 #include "engine/page/blob_page.h"
 #include "engine/record/record_format.h"
 #include "engine/record/relation.h"
+#include "tests/blob/blob_test_util.h"
 #include "tests/db/db_test_util.h"
 
 namespace ember::blobtest {
@@ -35,8 +36,10 @@ namespace {
 using ember::testing::ErrorLog;
 using ember::testing::IsError;
 using ember::testing::OpenOrFail;
+using ember::testing::Pattern;
 using ember::testing::RequireNoErrors;
 using ember::testing::ScanAll;
+using ember::testing::ScopedNoEmberTmp;
 using ember::testing::TempDir;
 
 // ---------------------------------------------------------------- helpers
@@ -69,29 +72,6 @@ class Scratch {
   TempDir fallback_;
   std::string db_;
 };
-
-uint64_t SplitMix(uint64_t* x) {
-  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// `n` pseudo-random bytes, different for every seed and every offset (a misplaced page shows).
-std::string Pattern(uint64_t seed, size_t n) {
-  std::string s(n, '\0');
-  uint64_t x = seed * 0x2545F4914F6CDD1Dull + 17;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const uint64_t v = SplitMix(&x);
-    std::memcpy(&s[i], &v, 8);
-  }
-  if (i < n) {
-    const uint64_t v = SplitMix(&x);
-    std::memcpy(&s[i], &v, n - i);
-  }
-  return s;
-}
 
 // Odd segment sizes, cycled by writers and readers.
 constexpr size_t kSegments[] = {1, 7, 4093, 65536, 13, 4096, 100003, 1 << 20, 4064, 3};
@@ -214,22 +194,6 @@ void RequireCleanValidate(Database* d, bool allow_unreachable = false) {
     REQUIRE(rep.unreachable_pages.empty());
   }
 }
-
-// The directories given in Options::temp_directories count only without EMBER_TMP: unset it for
-// the tests that configure temp directories (restored afterwards; Catch2 runs tests one by one).
-class ScopedNoEmberTmp {
- public:
-  ScopedNoEmberTmp() {
-    if (const char* v = std::getenv("EMBER_TMP")) saved_ = v;
-    ::unsetenv("EMBER_TMP");
-  }
-  ~ScopedNoEmberTmp() {
-    if (saved_) ::setenv("EMBER_TMP", saved_->c_str(), 1);
-  }
-
- private:
-  std::optional<std::string> saved_;
-};
 
 size_t FilesIn(const std::string& dir) {
   size_t n = 0;

@@ -1,6 +1,6 @@
-// Shared pieces of the crash tests (crash_test.cc): the table they use, a model of its committed
-// contents, a random transaction generator, the side-log format of the SIGKILL test, and a
-// checker that reads a database's visible state and cross-checks the indexes against a scan.
+// The table of crash_test.cc and what goes with it: a model of its committed contents, a random
+// transaction generator, its operations' text in the side log of the SIGKILL test (side_log.h),
+// and a reader that takes a database's visible state and cross-checks the indexes against a scan.
 //
 // Header-only on purpose: tests/CMakeLists.txt compiles only *_test.cc files.
 //
@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
+#include "tests/crash/side_log.h"
 
 namespace ember::crashtest {
 
@@ -118,12 +119,21 @@ struct Op {
   uint64_t rec = 0;
   int64_t vtag = 0;
   uint32_t len = 0;
+
+  // In the side log: "I id rec vtag len", "U id rec vtag len" or "D id rec".
+  void Encode(std::string* out) const {
+    if (kind == 'D') absl::StrAppend(out, " D ", id, " ", rec);
+    else absl::StrAppend(out, " ", std::string(1, kind), " ", id, " ", rec, " ", vtag, " ", len);
+  }
+  void Decode(std::istream& in) {
+    std::string k;
+    in >> k >> id >> rec;
+    kind = k.empty() ? '?' : k[0];
+    if (kind != 'D') in >> vtag >> len;
+  }
 };
 
-struct Effect {
-  int64_t tag = 0;
-  std::vector<Op> ops;
-};
+using Effect = TxnEffect<Op>;
 
 inline void ApplyEffect(const Effect& e, Model* m) {
   for (const Op& op : e.ops) {
@@ -147,27 +157,6 @@ inline void ApplyEffect(const Effect& e, Model* m) {
 
 inline std::string DescribeRow(const RowState& r) {
   return absl::StrCat("{rec ", r.rec, " tag ", r.tag, " vtag ", r.vtag, " len ", r.len, "}");
-}
-
-// The first few differences between two states (empty when equal).
-inline std::string DescribeDiff(const Model& want, const Model& got, size_t max_lines = 12) {
-  std::string out;
-  size_t n = 0;
-  auto line = [&](const std::string& s) {
-    if (n++ < max_lines) absl::StrAppend(&out, "  ", s, "\n");
-  };
-  for (const auto& [id, r] : want) {
-    auto it = got.find(id);
-    if (it == got.end()) line(absl::StrCat("id ", id, ": missing, expected ", DescribeRow(r)));
-    else if (!(it->second == r)) {
-      line(absl::StrCat("id ", id, ": got ", DescribeRow(it->second), " expected ", DescribeRow(r)));
-    }
-  }
-  for (const auto& [id, r] : got) {
-    if (!want.contains(id)) line(absl::StrCat("id ", id, ": unexpected ", DescribeRow(r)));
-  }
-  if (n > max_lines) absl::StrAppend(&out, "  ... ", n - max_lines, " more\n");
-  return out;
 }
 
 // ---------------------------------------------------------------- random transactions
@@ -233,94 +222,6 @@ inline absl::Status RunRandomOps(Transaction* txn, const Handles& h, std::mt1993
   return absl::OkStatus();
 }
 
-// ---------------------------------------------------------------- side log (SIGKILL test)
-
-// One line per record, written with a single write(): "P <tag> <n> <ops...> E\n" before Commit
-// ("about to commit"), "C <tag> E\n" after it returned OK. An op is "I id rec vtag len",
-// "U id rec vtag len" or "D id rec". A line without its "E\n" end (torn by the kill) is ignored.
-inline std::string EncodePending(const Effect& e) {
-  std::string s = absl::StrCat("P ", e.tag, " ", e.ops.size());
-  for (const Op& op : e.ops) {
-    if (op.kind == 'D') absl::StrAppend(&s, " D ", op.id, " ", op.rec);
-    else absl::StrAppend(&s, " ", std::string(1, op.kind), " ", op.id, " ", op.rec, " ", op.vtag, " ", op.len);
-  }
-  absl::StrAppend(&s, " E\n");
-  return s;
-}
-inline std::string EncodeCommitted(int64_t tag) { return absl::StrCat("C ", tag, " E\n"); }
-
-struct ParsedLog {
-  std::vector<Effect> committed;  // in commit order
-  std::optional<Effect> pending;  // announced, commit outcome unknown
-  bool torn_tail = false;
-};
-
-// False (with a reason) when the log breaks the protocol.
-inline bool ParseLog(const std::string& text, ParsedLog* out, std::string* why) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t nl = text.find('\n', pos);
-    if (nl == std::string::npos) {
-      out->torn_tail = true;
-      break;
-    }
-    std::istringstream in(text.substr(pos, nl - pos));
-    pos = nl + 1;
-    std::string kind, end;
-    int64_t tag;
-    in >> kind >> tag;
-    if (kind == "P") {
-      if (out->pending) {
-        *why = absl::StrCat("two transactions announced without a commit: ", out->pending->tag,
-                            " and ", tag);
-        return false;
-      }
-      Effect e;
-      e.tag = tag;
-      size_t n = 0;
-      in >> n;
-      for (size_t i = 0; i < n; ++i) {
-        Op op;
-        std::string k;
-        in >> k >> op.id >> op.rec;
-        op.kind = k.empty() ? '?' : k[0];
-        if (op.kind != 'D') in >> op.vtag >> op.len;
-        e.ops.push_back(op);
-      }
-      in >> end;
-      if (!in || end != "E") {
-        out->torn_tail = true;  // only the last line can be torn
-        if (pos < text.size()) {
-          *why = "a malformed line before the end of the log";
-          return false;
-        }
-        break;
-      }
-      out->pending = std::move(e);
-    } else if (kind == "C") {
-      in >> end;
-      if (!in || end != "E") {
-        out->torn_tail = true;
-        if (pos < text.size()) {
-          *why = "a malformed line before the end of the log";
-          return false;
-        }
-        break;
-      }
-      if (!out->pending || out->pending->tag != tag) {
-        *why = absl::StrCat("commit of ", tag, " was not announced");
-        return false;
-      }
-      out->committed.push_back(std::move(*out->pending));
-      out->pending.reset();
-    } else {
-      *why = absl::StrCat("unknown log line kind '", kind, "'");
-      return false;
-    }
-  }
-  return true;
-}
-
 // ---------------------------------------------------------------- reading a database back
 
 // (column `col` of each row, record) of a full descending scan of `ix`.
@@ -337,7 +238,7 @@ inline absl::StatusOr<std::vector<std::pair<int64_t, uint64_t>>> ScanDescending(
   return out;
 }
 
-// Reads every visible row (snapshot transaction, table scan) into `out` and checks, appending a
+// Reads every row `t` (a read-only transaction) sees into `out` and checks, appending a
 // description of each problem to `problems`:
 // - each row is well formed and its value is the one its (id, vtag, len) generates;
 // - ids are unique;
@@ -345,14 +246,10 @@ inline absl::StatusOr<std::vector<std::pair<int64_t, uint64_t>>> ScanDescending(
 //   rows, and a descending scan the same in reverse; a point lookup by id finds each row;
 //   lookups of `absent_ids` find nothing.
 // Returns an error only if the engine failed a call.
-inline absl::Status ReadState(Database* db, const Handles& h, const std::vector<int64_t>& absent_ids,
-                              Model* out, std::vector<std::string>* problems) {
+inline absl::Status ReadState(Transaction& t, const Handles& h,
+                              const std::vector<int64_t>& absent_ids, Model* out,
+                              std::vector<std::string>* problems) {
   out->clear();
-  TransactionOptions ro;
-  ro.read_only = true;
-  absl::StatusOr<std::unique_ptr<Transaction>> tx = db->Begin(ro);
-  if (!tx.ok()) return tx.status();
-  Transaction& t = **tx;
   auto problem = [&](std::string s) {
     if (problems->size() < 40) problems->push_back(std::move(s));
   };
@@ -465,7 +362,7 @@ inline absl::Status ReadState(Database* db, const Handles& h, const std::vector<
                            " entries, table scan ", want.size(), " rows (or different ones)"));
     }
   }
-  return t.Commit();
+  return absl::OkStatus();
 }
 
 }  // namespace ember::crashtest

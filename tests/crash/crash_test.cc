@@ -24,239 +24,84 @@
 // per SIGKILL round).
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "engine/db/db_state.h"
 #include "engine/io/fault_file.h"
+#include "tests/crash/child_process.h"
 #include "tests/crash/crash_model.h"
+#include "tests/crash/crash_util.h"
 #include "tests/crash/reorder_file.h"
-#include "tests/io/temp_dir.h"
+#include "tests/crash/side_log.h"
 
 namespace ember::crashtest {
 namespace {
 
-using ember::testing::TempDir;
-
-// A scratch directory on /dev/shm when there is one (EMBER_CRASH_DIR names another place, e.g.
-// a real disk). The in-process tests simulate durability in the fault-injecting file, and a
-// SIGKILL loses nothing the kernel already has (tmpfs or not), so a real disk only adds fsync
-// latency: on a loaded 2-core machine that cuts the work done between kills tenfold. Falls back
-// to TempDir's place.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* base = std::getenv("EMBER_CRASH_DIR");
-    std::string tmpl = std::string(base && *base ? base : "/dev/shm") + "/ember-crash-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  bool ok() const { return !path_.empty() || fallback_.ok(); }
-  std::string File(const std::string& name) const {
-    return path_.empty() ? fallback_.File(name) : path_ + "/" + name;
-  }
-
- private:
-  std::string path_;
-  TempDir fallback_;
-};
-
-uint64_t EnvU64(const char* name, uint64_t def) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return def;
-  return std::strtoull(v, nullptr, 0);
-}
-
-uint64_t BaseSeed() {
-  const char* v = std::getenv("EMBER_CRASH_SEED");
-  if (v == nullptr || *v == '\0') return 0xE3BE'2D1Bull;
-  if (std::strcmp(v, "random") == 0) return (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  return std::strtoull(v, nullptr, 0);
-}
-
-bool Verbose() { return EnvU64("EMBER_CRASH_VERBOSE", 0) != 0; }
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const std::string& s : v) out += s + "\n";
-  return out;
-}
-
-template <class T>
-T ValueOr(absl::StatusOr<T> v, const char* what) {
-  INFO(what << ": " << v.status().ToString());
-  REQUIRE(v.ok());
-  return std::move(*v);
-}
-
-#define CRASH_REQUIRE_OK(expr)                          \
-  do {                                                  \
-    const absl::Status crash_status_ = (expr);          \
-    INFO(#expr << ": " << crash_status_.ToString());    \
-    REQUIRE(crash_status_.ok());                        \
-  } while (0)
+constexpr uint64_t kFixedSeed = 0xE3BE'2D1Bull;
 
 // An EIO from the file, as io::ErrnoStatus reports it.
 bool ExpectedIoError(const absl::Status& s) {
   return absl::IsInternal(s) || s.message().find(std::strerror(EIO)) != absl::string_view::npos;
 }
 
-// Validate must be clean. Unreachable pages (allocated, linked from nothing: what a crash may
-// leave) are allowed; they are freed and the database validated again. Returns how many there were.
-// With EMBER_CRASH_KEEP=<dir>, a database that fails its checks is copied there for post-mortem.
-void KeepForPostMortem(const std::string& db_path) {
-  const char* keep = std::getenv("EMBER_CRASH_KEEP");
-  if (keep == nullptr || *keep == '\0' || db_path.empty()) return;
-  std::error_code ec;
-  const std::string to = std::string(keep) + "/failed-" + std::to_string(::getpid()) + ".edb";
-  std::filesystem::copy_file(db_path, to, std::filesystem::copy_options::overwrite_existing, ec);
-  std::fprintf(stderr, "[crash] kept the failing database as %s\n", to.c_str());
-}
-
-size_t RequireValid(Database* db, const std::string& db_path = "") {
-  ValidationReport rep = ValueOr(db->Validate(ValidateOptions{}), "Validate");
-  if (!rep.ok()) KeepForPostMortem(db_path);
-  INFO("validation errors:\n" << Join(rep.errors));
-  REQUIRE(rep.ok());
-  if (rep.unreachable_pages.empty()) return 0;
-  ValidationReport freed = ValueOr(db->Validate(ValidateOptions{true}), "Validate(free_unreachable)");
-  INFO("errors while freeing:\n" << Join(freed.errors));
-  REQUIRE(freed.ok());
-  CHECK(freed.freed_pages == freed.unreachable_pages.size());
-  ValidationReport again = ValueOr(db->Validate(ValidateOptions{}), "Validate after freeing");
-  INFO("errors after freeing:\n" << Join(again.errors));
-  REQUIRE(again.ok());
-  CHECK(again.unreachable_pages.empty());
-  return rep.unreachable_pages.size();
-}
-
-// Reads the database back and requires it to equal `want`, or `alt` when given (the in-flight
-// transaction's outcome is unknown). Returns the state read and whether it matched `alt`.
+// See RequireModel (crash_util.h).
 Model RequireState(Database* db, const Handles& h, const std::vector<int64_t>& absent_ids,
                    const Model& want, const Model* alt, bool* matched_alt = nullptr) {
-  Model got;
-  std::vector<std::string> problems;
-  CRASH_REQUIRE_OK(ReadState(db, h, absent_ids, &got, &problems));
-  INFO("read-back problems:\n" << Join(problems));
-  REQUIRE(problems.empty());
-  const bool is_want = got == want;
-  const bool is_alt = alt != nullptr && got == *alt;
-  INFO("difference from the committed state:\n" << DescribeDiff(want, got));
-  if (alt != nullptr) INFO("difference from the state with the in-flight transaction:\n" << DescribeDiff(*alt, got));
-  REQUIRE((is_want || is_alt));
-  if (matched_alt) *matched_alt = is_alt && !is_want;
-  return got;
+  auto read = [&](Transaction& t, Model* got, std::vector<std::string>* problems) {
+    return ReadState(t, h, absent_ids, got, problems);
+  };
+  return RequireModel(db, read, want, alt, matched_alt);
 }
 
 // ---------------------------------------------------------------- 1. SIGKILL
 
-[[noreturn]] void ChildDie(int code, const std::string& msg) {
-  const std::string m = "crash test child: " + msg + "\n";
-  ssize_t ignored = ::write(2, m.data(), m.size());
-  (void)ignored;
-  ::_exit(code);
-}
-
-bool AppendDurably(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t w = ::write(fd, s.data() + done, s.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<size_t>(w);
-  }
-  return ::fsync(fd) == 0;
-}
-
-constexpr int kChildFailed = 3;
 constexpr int64_t kPreloadRows = 1500;
-constexpr uint64_t kChildMaxTxns = 20000;  // a safety bound: the parent kills long before
+constexpr uint64_t kChildMaxTxns = 20000;
 
-// The child: opens the database, runs random transactions until killed. Before each Commit it
-// logs "about to commit" with the transaction's effect, after a successful Commit "committed";
-// both with write()+fsync() on an O_APPEND file. Any engine error ends it with kChildFailed.
-[[noreturn]] void RunChild(const std::string& db_path, const std::string& log_path,
-                           const Options& opts, Model model, int64_t next_id, int64_t next_tag,
-                           uint64_t seed, pid_t parent, int ready_fd) {
-  const int fd = ::open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) ChildDie(kChildFailed, "cannot open the side log");
+// The child: runs random transactions until killed. Before each Commit it logs "about to commit"
+// with the transaction's effect, after a successful Commit "committed".
+[[noreturn]] void RunChild(const ChildArgs& args, const ChildLink& link, Model model,
+                           int64_t next_id, int64_t next_tag, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(db_path, opts);
-  if (!db.ok()) ChildDie(kChildFailed, "open: " + db.status().ToString());
-  absl::StatusOr<Handles> h = GetHandles(db->get());
-  if (!h.ok()) ChildDie(kChildFailed, "handles: " + h.status().ToString());
   WorkloadShape shape;
   shape.max_ops = 12;
   shape.target_rows = 2500;
-  // Tell the parent the database is open (its kill delay may count from here).
-  const char ready = 'R';
-  ssize_t ignored = ::write(ready_fd, &ready, 1);
-  (void)ignored;
-  ::close(ready_fd);
-  for (uint64_t n = 0; n < kChildMaxTxns && ::getppid() == parent; ++n) {
-    absl::StatusOr<std::unique_ptr<Transaction>> tx = (*db)->Begin();
-    if (!tx.ok()) ChildDie(kChildFailed, "begin: " + tx.status().ToString());
+  auto txn = [&](Database&, const Handles& h, Transaction* tx, int log_fd) {
     Model view = model;
     Effect eff;
     const int64_t tag = next_tag++;
-    if (absl::Status s = RunRandomOps(tx->get(), *h, rng, shape, tag, &next_id, &view, &eff);
-        !s.ok()) {
-      ChildDie(kChildFailed, "operation: " + s.ToString());
-    }
+    OkOrDie(RunRandomOps(tx, h, rng, shape, tag, &next_id, &view, &eff), "operation");
     if (rng() % 100 < 15) {
-      if (absl::Status s = (*tx)->Rollback(); !s.ok()) ChildDie(kChildFailed, "rollback: " + s.ToString());
-      continue;
+      OkOrDie(tx->Rollback(), "rollback");
+      return;
     }
-    if (!AppendDurably(fd, EncodePending(eff))) ChildDie(kChildFailed, "side log write failed");
-    if (absl::Status s = (*tx)->Commit(); !s.ok()) ChildDie(kChildFailed, "commit: " + s.ToString());
-    if (!AppendDurably(fd, EncodeCommitted(tag))) ChildDie(kChildFailed, "side log write failed");
+    AppendDurablyOrDie(log_fd, EncodePending(eff));
+    OkOrDie(tx->Commit(), "commit");
+    AppendDurablyOrDie(log_fd, EncodeCommitted(tag));
     model = std::move(view);
-  }
-  if (absl::Status s = (*db)->Close(); !s.ok()) ChildDie(kChildFailed, "close: " + s.ToString());
-  ::_exit(0);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  RunChildLoop(args, link, GetHandles, txn);
 }
 
 TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[crash]") {
-  const uint64_t seed = BaseSeed();
+  const uint64_t seed = BaseSeed(kFixedSeed);
   const uint64_t kills = EnvU64("EMBER_CRASH_KILLS", 50);
   const uint32_t page_size = static_cast<uint32_t>(EnvU64("EMBER_CRASH_PAGE_SIZE", 4096));
   const uint64_t max_delay_ms = std::max<uint64_t>(3, EnvU64("EMBER_CRASH_MAX_DELAY_MS", 100));
   CAPTURE(seed, kills, page_size);
-  ScratchDir dir;
+  ScratchDir dir("ember-crash");
   REQUIRE(dir.ok());
   const std::string db_path = dir.File("kill.edb");
   const std::string log_path = dir.File("commits.log");
@@ -297,55 +142,21 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
     // the fork, so kills also land in the open itself (recovery marking dead transactions).
     const bool from_fork = rng() % 5 == 0;
     CAPTURE(round, child_seed, delay_ms, from_fork, child_opts.cache_pages);
-    {
-      std::ofstream truncate(log_path, std::ios::trunc);
-    }
-    std::fflush(nullptr);
-    int ready[2];
-    REQUIRE(::pipe(ready) == 0);
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(ready[0]);
-      RunChild(db_path, log_path, child_opts, model, base, base, child_seed, parent, ready[1]);
-    }
-    ::close(ready[1]);
-    if (!from_fork) {
-      // Wait for "open" (or the child's end: EOF), at most 20 s.
-      struct pollfd pfd = {ready[0], POLLIN, 0};
-      (void)::poll(&pfd, 1, 20000);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    ::close(ready[0]);  // only now: the child must not get SIGPIPE writing "open"
-    if (WIFEXITED(status)) {
-      INFO("the child stopped by itself with exit code " << WEXITSTATUS(status)
-                                                         << " (its message is on stderr)");
-      REQUIRE(WEXITSTATUS(status) == 0);
-    } else {
-      REQUIRE(WIFSIGNALED(status));
-      REQUIRE(WTERMSIG(status) == SIGKILL);
-    }
+    { std::ofstream truncate(log_path, std::ios::trunc); }
+    const ChildArgs args{db_path, log_path, child_opts, kChildMaxTxns};
+    ForkAndKill([&](const ChildLink& link) { RunChild(args, link, model, base, base, child_seed); },
+                delay_ms, from_fork);
 
-    ParsedLog log;
-    std::string why;
-    const std::string text = ReadFile(log_path);
-    INFO("side log problem: " << why);
-    REQUIRE(ParseLog(text, &log, &why));
+    const SideLog<Op> log = RequireSideLog<Op>(log_path);
     torn += log.torn_tail ? 1 : 0;
-    Model want = model;
+    Model want;
+    std::optional<Model> alt;
+    ExpectedStates(log, model, &want, &alt);
     std::set<int64_t> touched;
     for (const Effect& e : log.committed) {
-      ApplyEffect(e, &want);
       for (const Op& op : e.ops) touched.insert(op.id);
     }
-    std::optional<Model> alt;
     if (log.pending) {
-      alt = want;
-      ApplyEffect(*log.pending, &*alt);
       for (const Op& op : log.pending->ops) touched.insert(op.id);
     }
     std::vector<int64_t> absent(touched.begin(), touched.end());
@@ -358,7 +169,7 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
     bool kept = false;
     model = RequireState(db.get(), h, absent, want, alt ? &*alt : nullptr, &kept);
     CRASH_REQUIRE_OK(db->Close());
-    if (Verbose() && EnvU64("EMBER_CRASH_VERBOSE", 0) > 1) {
+    if (Verbosity() > 1) {
       std::fprintf(stderr, "[crash] round %llu: delay %d ms, cache %u, %zu commits, %s\n",
                    static_cast<unsigned long long>(round), delay_ms, child_opts.cache_pages,
                    log.committed.size(),
@@ -370,7 +181,7 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
   }
   // The workload must have done something for the test to mean anything.
   CHECK(commits > 0);
-  if (Verbose()) {
+  if (Verbosity() > 0) {
     std::fprintf(stderr,
                  "[crash] SIGKILL: seed %llu, %llu kills, %llu commits, %llu in flight at the kill "
                  "(%llu of them durable), %llu unreachable pages freed, %llu torn log tails, %zu "
@@ -386,8 +197,6 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
 
 // ---------------------------------------------------------------- 2. power loss
 
-enum class LossModel { kDropUnsynced, kReorder };
-
 struct PowerLossStats {
   uint64_t commits = 0, rollbacks = 0, in_flight = 0, unreachable = 0, reverted = 0;
   uint64_t cuts = 0, cut_in_commit = 0, in_doubt_kept = 0;
@@ -399,7 +208,7 @@ struct PowerLossStats {
 // is unknown (all or nothing).
 void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
   std::mt19937_64 rng(seed);
-  ScratchDir dir;
+  ScratchDir dir("ember-crash");
   REQUIRE(dir.ok());
   const std::string path = dir.File("power.edb");
   Options opts;
@@ -417,31 +226,12 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
   int64_t next_id = 1, next_tag = 1;
   for (int round = 0; round < 2; ++round) {
     CAPTURE(round);
-    io::FileOptions fo;
-    fo.mode = round == 0 ? io::OpenMode::kCreateNew : io::OpenMode::kOpenExisting;
-    fo.use_io_uring = false;
-    // No real fdatasync below the fault-injecting file: it alone decides what is durable.
-    std::unique_ptr<io::File> base =
-        std::make_unique<NoSyncFile>(ValueOr(io::OpenPosixFile(path, fo), "open the file"));
-    io::FaultFile* fault = nullptr;
-    ReorderFile* reorder = nullptr;
-    std::unique_ptr<io::File> file;
-    if (loss == LossModel::kDropUnsynced) {
-      auto f = std::make_unique<io::FaultFile>(std::move(base));
-      fault = f.get();
-      file = std::move(f);
-    } else {
-      auto f = std::make_unique<ReorderFile>(std::move(base));
-      reorder = f.get();
-      file = std::move(f);
-    }
-    std::unique_ptr<db::DatabaseImpl> d =
-        ValueOr(db::DatabaseImpl::OpenFile(std::move(file), opts, round == 0), "OpenFile");
-    const Handles h = round == 0 ? ValueOr(CreateSchema(d.get()), "create schema")
-                                 : ValueOr(GetHandles(d.get()), "handles");
-    const bool cut = reorder != nullptr && rng() % 2 == 0;
+    PowerLossDb d = OpenPowerLossDb(path, opts, loss, round == 0);
+    const Handles h = round == 0 ? ValueOr(CreateSchema(d.db.get()), "create schema")
+                                 : ValueOr(GetHandles(d.db.get()), "handles");
+    const bool cut = d.reorder != nullptr && rng() % 2 == 0;
     if (cut) {
-      reorder->CutPowerAtWrite(1 + rng() % 150);
+      d.reorder->CutPowerAtWrite(1 + rng() % 150);
       ++stats->cuts;
     }
     CAPTURE(cut);
@@ -452,14 +242,14 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
       if (s.ok()) return true;
       INFO(what << ": " << s.ToString());
       REQUIRE(cut);
-      REQUIRE(reorder->powered_off());
+      REQUIRE(d.reorder->powered_off());
       REQUIRE(ExpectedIoError(s));
       dead = true;
       return false;
     };
     const int ntx = 1 + static_cast<int>(rng() % 30);
     for (int i = 0; i < ntx && !dead; ++i) {
-      absl::StatusOr<std::unique_ptr<Transaction>> tx = d->Begin(TransactionOptions{});
+      absl::StatusOr<std::unique_ptr<Transaction>> tx = d.db->Begin(TransactionOptions{});
       if (!check(tx.status(), "Begin")) break;
       Model view = committed;
       Effect eff;
@@ -482,7 +272,7 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
     // have been evicted to disk by now).
     std::unique_ptr<Transaction> in_flight;
     if (!dead && rng() % 2) {
-      in_flight = ValueOr(d->Begin(TransactionOptions{}), "Begin");
+      in_flight = ValueOr(d.db->Begin(TransactionOptions{}), "Begin");
       Model view = committed;
       Effect eff;
       if (check(RunRandomOps(in_flight.get(), h, rng, big_shape, next_tag++, &next_id, &view, &eff),
@@ -490,14 +280,10 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
         ++stats->in_flight;
       }
     }
-    d->SimulateCrash();
-    if (fault != nullptr) {
-      CRASH_REQUIRE_OK(fault->DropUnsynced());
-    } else {
-      stats->reverted += ValueOr(reorder->PowerLoss(rng), "PowerLoss");
-    }
+    d.db->SimulateCrash();
+    stats->reverted += d.LosePower(rng);
     in_flight.reset();  // a no-op rollback: the database is gone
-    d.reset();
+    d.db.reset();
 
     std::unique_ptr<Database> db = ValueOr(Database::Open(path, opts), "reopen after power loss");
     stats->unreachable += RequireValid(db.get());
@@ -512,7 +298,7 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
 }
 
 void PowerLossTest(LossModel loss, const char* name) {
-  const uint64_t seed = BaseSeed();
+  const uint64_t seed = BaseSeed(kFixedSeed);
   const uint64_t runs = EnvU64("EMBER_CRASH_POWER_RUNS", 50);
   PowerLossStats stats;
   for (uint64_t i = 0; i < runs; ++i) {
@@ -521,20 +307,12 @@ void PowerLossTest(LossModel loss, const char* name) {
     PowerLossRun(run_seed, loss, &stats);
   }
   CHECK(stats.commits > 0);
-  if (Verbose()) {
-    std::fprintf(stderr,
-                 "[crash] %s: seed %llu, %llu runs, %llu commits, %llu rollbacks, %llu in flight, "
-                 "%llu unreachable pages freed, %llu page versions lost, %llu power cuts (%llu in "
-                 "a commit, %llu of those durable)\n",
-                 name, static_cast<unsigned long long>(seed), static_cast<unsigned long long>(runs),
-                 static_cast<unsigned long long>(stats.commits),
-                 static_cast<unsigned long long>(stats.rollbacks),
-                 static_cast<unsigned long long>(stats.in_flight),
-                 static_cast<unsigned long long>(stats.unreachable),
-                 static_cast<unsigned long long>(stats.reverted),
-                 static_cast<unsigned long long>(stats.cuts),
-                 static_cast<unsigned long long>(stats.cut_in_commit),
-                 static_cast<unsigned long long>(stats.in_doubt_kept));
+  if (Verbosity() > 0) {
+    Report("[crash] ", name, ": seed ", seed, ", ", runs, " runs, ", stats.commits, " commits, ",
+           stats.rollbacks, " rollbacks, ", stats.in_flight, " in flight, ", stats.unreachable,
+           " unreachable pages freed, ", stats.reverted, " page versions lost, ", stats.cuts,
+           " power cuts (", stats.cut_in_commit, " in a commit, ", stats.in_doubt_kept,
+           " of those durable)");
   }
 }
 
@@ -585,7 +363,7 @@ struct IoStats {
 void IoErrorCase(Fault fault, uint64_t n, uint64_t seed, const std::string& template_path,
                  const Model& template_model, int64_t first_id, IoStats* stats) {
   std::mt19937_64 rng(seed);
-  ScratchDir dir;
+  ScratchDir dir("ember-crash");
   REQUIRE(dir.ok());
   const std::string path = dir.File("io.edb");
   std::filesystem::copy_file(template_path, path);
@@ -594,14 +372,9 @@ void IoErrorCase(Fault fault, uint64_t n, uint64_t seed, const std::string& temp
   opts.forced_writes = true;
   opts.use_io_uring = false;
   CAPTURE(opts.cache_pages);
-  io::FileOptions fo;
-  fo.mode = io::OpenMode::kOpenExisting;
-  fo.use_io_uring = false;
-  auto owned = std::make_unique<io::FaultFile>(
-      std::make_unique<NoSyncFile>(ValueOr(io::OpenPosixFile(path, fo), "open the file")));
-  io::FaultFile* ff = owned.get();
-  std::unique_ptr<db::DatabaseImpl> d =
-      ValueOr(db::DatabaseImpl::OpenFile(std::move(owned), opts, false), "OpenFile");
+  PowerLossDb opened = OpenPowerLossDb(path, opts, LossModel::kDropUnsynced, /*create=*/false);
+  io::FaultFile* ff = opened.fault;
+  std::unique_ptr<db::DatabaseImpl> d = std::move(opened.db);
   const Handles h = ValueOr(GetHandles(d.get()), "handles");
   switch (fault) {
     case Fault::kWriteEio: ff->FailWriteAfter(n, EIO); break;
@@ -705,9 +478,9 @@ void IoErrorCase(Fault fault, uint64_t n, uint64_t seed, const std::string& temp
 TEST_CASE("crash: EIO and ENOSPC on writes and fsync fail the call cleanly and lose nothing "
           "committed",
           "[crash]") {
-  const uint64_t seed = BaseSeed();
+  const uint64_t seed = BaseSeed(kFixedSeed);
   CAPTURE(seed);
-  ScratchDir dir;
+  ScratchDir dir("ember-crash");
   REQUIRE(dir.ok());
   // A template database with some committed rows, copied for every case.
   const std::string template_path = dir.File("template.edb");
@@ -732,7 +505,7 @@ TEST_CASE("crash: EIO and ENOSPC on writes and fsync fail the call cleanly and l
       CRASH_REQUIRE_OK(tx->Commit());
       model = std::move(view);
     }
-    if (Verbose()) {
+    if (Verbosity() > 0) {
       std::fprintf(stderr, "[crash] I/O errors: template of %zu rows, %llu pages\n", model.size(),
                    static_cast<unsigned long long>(db->stats().page_count));
     }
@@ -751,7 +524,7 @@ TEST_CASE("crash: EIO and ENOSPC on writes and fsync fail the call cleanly and l
     }
     // Most n must actually have hit the workload.
     CHECK(stats[fi].fired * 2 > stats[fi].cases);
-    if (Verbose()) {
+    if (Verbosity() > 0) {
       std::fprintf(stderr, "[crash] %s: %llu cases, fault met in %llu (%llu in Commit, %llu elsewhere)\n",
                    FaultName(fault), static_cast<unsigned long long>(stats[fi].cases),
                    static_cast<unsigned long long>(stats[fi].fired),

@@ -1,0 +1,258 @@
+// The harness shared by the crash tests (crash_test.cc, blob_crash_test.cc): their environment
+// knobs, scratch space, assertions, the in-process power-loss file stack, and the checks every
+// reopened database goes through (Validate clean, contents equal to the test's model). The
+// table, the model and how to read it back stay with each test.
+//
+// Environment: EMBER_CRASH_SEED (a number, or "random"), EMBER_CRASH_DIR (where the databases go;
+// default /dev/shm), EMBER_CRASH_KEEP=<dir> (copy a database that fails Validate there),
+// EMBER_CRASH_VERBOSE (1: a summary line per test; 2: also one per crash).
+//
+// Header-only on purpose: tests/CMakeLists.txt compiles only *_test.cc files.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "ember/ember.h"
+#include "engine/db/db_state.h"
+#include "engine/io/fault_file.h"
+#include "tests/crash/reorder_file.h"
+#include "tests/io/temp_dir.h"
+
+namespace ember::crashtest {
+
+// ---------------------------------------------------------------- environment and scratch space
+
+inline uint64_t EnvU64(const char* name, uint64_t def) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return def;
+  return std::strtoull(v, nullptr, 0);
+}
+
+// Each test file has its own `fixed` seed, so that the default runs of the two do not share a
+// random sequence.
+inline uint64_t BaseSeed(uint64_t fixed) {
+  const char* v = std::getenv("EMBER_CRASH_SEED");
+  if (v == nullptr || *v == '\0') return fixed;
+  if (std::strcmp(v, "random") == 0) {
+    return (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  }
+  return std::strtoull(v, nullptr, 0);
+}
+
+inline uint64_t Verbosity() { return EnvU64("EMBER_CRASH_VERBOSE", 0); }
+
+// A line on stderr for EMBER_CRASH_VERBOSE, from StrCat pieces (no printf casts of uint64_t).
+template <class... Pieces>
+void Report(const Pieces&... pieces) {
+  const std::string line = absl::StrCat(pieces..., "\n");
+  std::fputs(line.c_str(), stderr);
+}
+
+// On /dev/shm rather than a real disk: the in-process tests decide durability in the
+// fault-injecting file, and a SIGKILL loses nothing the kernel already has (tmpfs or not), so a
+// real disk only adds fsync latency, which on a loaded 2-core machine cuts the work done between
+// kills tenfold. Temp() is a directory inside it for the engine's temp space.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix) {
+    const char* base = std::getenv("EMBER_CRASH_DIR");
+    std::string tmpl = std::string(base && *base ? base : "/dev/shm") + "/" + prefix + "-XXXXXX";
+    if (::mkdtemp(tmpl.data()) != nullptr) {
+      path_ = tmpl;
+    } else if (fallback_.ok()) {
+      path_ = fallback_.File("d");
+      if (::mkdir(path_.c_str(), 0700) != 0) path_.clear();
+    }
+    if (!path_.empty() && ::mkdir(Temp().c_str(), 0700) != 0) {
+      std::error_code ec;
+      std::filesystem::remove_all(path_, ec);
+      path_.clear();
+    }
+  }
+  ~ScratchDir() {
+    std::error_code ec;  // best effort: a leftover directory must not fail the test
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  bool ok() const { return !path_.empty(); }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  std::string Temp() const { return path_ + "/tmp"; }
+
+ private:
+  std::string path_;
+  testing::TempDir fallback_;  // where there is no /dev/shm
+};
+
+// ---------------------------------------------------------------- assertions
+
+inline std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += s + "\n";
+  return out;
+}
+
+template <class T>
+T ValueOr(absl::StatusOr<T> v, const char* what) {
+  INFO(what << ": " << v.status().ToString());
+  REQUIRE(v.ok());
+  return std::move(*v);
+}
+
+#define CRASH_REQUIRE_OK(expr)                       \
+  do {                                               \
+    const absl::Status crash_status_ = (expr);       \
+    INFO(#expr << ": " << crash_status_.ToString()); \
+    REQUIRE(crash_status_.ok());                     \
+  } while (0)
+
+// ---------------------------------------------------------------- power loss in process
+
+enum class LossModel { kDropUnsynced, kReorder };
+
+// A database over a file that decides what a power loss keeps: FaultFile (nothing written since
+// the last sync) or ReorderFile (any subset of it). Below it a NoSyncFile: what the real disk
+// makes durable does not matter here, and its fsyncs would only cost time.
+struct PowerLossDb {
+  std::unique_ptr<db::DatabaseImpl> db;
+  io::FaultFile* fault = nullptr;  // under kDropUnsynced
+  ReorderFile* reorder = nullptr;  // under kReorder
+
+  // Call after db->SimulateCrash(). Returns the page versions ReorderFile reverted.
+  uint64_t LosePower(std::mt19937_64& rng) {
+    if (reorder != nullptr) return ValueOr(reorder->PowerLoss(rng), "PowerLoss");
+    // A fault armed for the crash point is over: the restore must not meet it.
+    fault->FailSyncAfter(0, 0);
+    fault->FailWriteAfter(0, 0);
+    CRASH_REQUIRE_OK(fault->DropUnsynced());
+    return 0;
+  }
+};
+
+inline PowerLossDb OpenPowerLossDb(const std::string& path, const Options& opts, LossModel loss,
+                                   bool create) {
+  io::FileOptions fo;
+  fo.mode = create ? io::OpenMode::kCreateNew : io::OpenMode::kOpenExisting;
+  fo.use_io_uring = false;
+  std::unique_ptr<io::File> file =
+      std::make_unique<NoSyncFile>(ValueOr(io::OpenPosixFile(path, fo), "open the file"));
+  PowerLossDb out;
+  if (loss == LossModel::kDropUnsynced) {
+    auto f = std::make_unique<io::FaultFile>(std::move(file));
+    out.fault = f.get();
+    file = std::move(f);
+  } else {
+    auto f = std::make_unique<ReorderFile>(std::move(file));
+    out.reorder = f.get();
+    file = std::move(f);
+  }
+  out.db = ValueOr(db::DatabaseImpl::OpenFile(std::move(file), opts, create), "OpenFile");
+  return out;
+}
+
+// ---------------------------------------------------------------- checking a reopened database
+
+inline void KeepForPostMortem(const std::string& db_path) {
+  const char* keep = std::getenv("EMBER_CRASH_KEEP");
+  if (keep == nullptr || *keep == '\0' || db_path.empty()) return;
+  std::error_code ec;
+  const std::string to = std::string(keep) + "/failed-" + std::to_string(::getpid()) + ".edb";
+  std::filesystem::copy_file(db_path, to, std::filesystem::copy_options::overwrite_existing, ec);
+  std::fprintf(stderr, "[crash] kept the failing database as %s\n", to.c_str());
+}
+
+// Validate must be clean. Unreachable pages (allocated, linked from nothing: what a crash may
+// leave, e.g. the pages of a BLOB being written) are allowed; they are freed and the database
+// validated again. Returns how many there were; `in_use` gets the pages Validate walked.
+inline size_t RequireValid(Database* db, const std::string& db_path = "",
+                           uint64_t* in_use = nullptr) {
+  ValidationReport rep = ValueOr(db->Validate(ValidateOptions{}), "Validate");
+  if (!rep.ok()) KeepForPostMortem(db_path);
+  INFO("validation errors:\n" << Join(rep.errors));
+  REQUIRE(rep.ok());
+  if (in_use) *in_use = rep.pages_checked;
+  if (rep.unreachable_pages.empty() && rep.orphan_blobs.empty()) return 0;
+  // Orphan BLOBs (stored, but their record never reached disk) go with the unreachable pages.
+  ValidationReport freed =
+      ValueOr(db->Validate(ValidateOptions{true}), "Validate(free_unreachable)");
+  INFO("errors while freeing:\n" << Join(freed.errors));
+  REQUIRE(freed.ok());
+  CHECK(freed.freed_pages == freed.unreachable_pages.size());
+  CHECK(freed.orphan_blobs.size() == rep.orphan_blobs.size());
+  ValidationReport again = ValueOr(db->Validate(ValidateOptions{}), "Validate after freeing");
+  INFO("errors after freeing:\n" << Join(again.errors));
+  REQUIRE(again.ok());
+  CHECK(again.unreachable_pages.empty());
+  CHECK(again.orphan_blobs.empty());
+  if (in_use) *in_use = again.pages_checked;
+  return rep.unreachable_pages.size();
+}
+
+// The first few differences between two states of a model (id -> row; empty when equal).
+// DescribeRow(row) is the test's own, found by argument-dependent lookup.
+template <class Model>
+std::string DescribeDiff(const Model& want, const Model& got, size_t max_lines = 12) {
+  std::string out;
+  size_t n = 0;
+  auto line = [&](const std::string& s) {
+    if (n++ < max_lines) absl::StrAppend(&out, "  ", s, "\n");
+  };
+  for (const auto& [id, r] : want) {
+    auto it = got.find(id);
+    if (it == got.end()) line(absl::StrCat("id ", id, ": missing, expected ", DescribeRow(r)));
+    else if (!(it->second == r)) {
+      line(absl::StrCat("id ", id, ": got ", DescribeRow(it->second), " expected ",
+                        DescribeRow(r)));
+    }
+  }
+  for (const auto& [id, r] : got) {
+    if (!want.contains(id)) line(absl::StrCat("id ", id, ": unexpected ", DescribeRow(r)));
+  }
+  if (n > max_lines) absl::StrAppend(&out, "  ... ", n - max_lines, " more\n");
+  return out;
+}
+
+// Reads the database back with `read(t, &got, &problems)` (the test's reader, which returns an
+// error only when the engine failed a call) and requires no problems and `got` equal to `want`,
+// or to `alt` when given (the in-flight transaction's outcome is unknown). Returns the state
+// read; `*matched_alt` tells whether it was `alt` rather than `want`. One read-only transaction,
+// so that the table scan and the index checks see the same snapshot.
+template <class Model, class ReadFn>
+Model RequireModel(Database* db, ReadFn&& read, const Model& want, const Model* alt,
+                   bool* matched_alt) {
+  TransactionOptions ro;
+  ro.read_only = true;
+  std::unique_ptr<Transaction> t = ValueOr(db->Begin(ro), "Begin(read_only)");
+  Model got;
+  std::vector<std::string> problems;
+  CRASH_REQUIRE_OK(read(*t, &got, &problems));
+  CRASH_REQUIRE_OK(t->Commit());
+  INFO("read-back problems:\n" << Join(problems));
+  REQUIRE(problems.empty());
+  const bool is_want = got == want;
+  const bool is_alt = alt != nullptr && got == *alt;
+  INFO("difference from the committed state:\n" << DescribeDiff(want, got));
+  INFO("difference from the state with the in-flight transaction:\n"
+       << (alt != nullptr ? DescribeDiff(*alt, got) : std::string("  (none in flight)\n")));
+  REQUIRE((is_want || is_alt));
+  if (matched_alt) *matched_alt = is_alt && !is_want;
+  return got;
+}
+
+}  // namespace ember::crashtest
