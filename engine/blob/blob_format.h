@@ -1,7 +1,7 @@
 // BLOB ids and the BLOB header record.
 //
-// A BlobId is 64 bits: bit 63 set = a temporary BLOB (bits 0..62: its number in the owning
-// transaction); clear = a stored BLOB: bits 48..62 the relation id, bits 16..47 the page and bits
+// A BlobId is 64 bits: bit 63 set = a temporary BLOB (bits 0..62: a number unique in the open
+// database, owned by one transaction); clear = a stored BLOB: bits 48..62 the relation id, bits 16..47 the page and bits
 // 0..15 the line of its header record (on a secondary data page of the relation).
 //
 // Header record body (after the record header, flag kRecBlob):
