@@ -1,9 +1,10 @@
 // bench/blob_temp: the BlobTempSpace experiment (HQbird; ../shared/design/experiments.md §1).
 //
 // One transaction builds a BLOB from --chunks pieces of --chunk_bytes with b = Concat(b, piece)
-// (Firebird's `b = b || x`: every step makes a new temporary BLOB and copies both operands; the
-// intermediate BLOBs live until the transaction ends, as in Firebird), assigns it to a row and
-// commits. Where the temporary BLOBs live is blob_temp_space:
+// (Firebird's `b = b || x`: every step makes a new temporary BLOB; the intermediate BLOBs live
+// until the transaction ends, as in Firebird), assigns it to a row and commits. In database
+// pages every step copies both operands (quadratic); in temp space the new BLOB shares the
+// operands' extents (linear). Where the temporary BLOBs live is blob_temp_space:
 //   mode 0 = database pages (the "off" case, for real: every byte goes through the buffer cache
 //            into the database file), 1 = temp space for engine-made BLOBs (default), 2 = temp
 //            space for all.
