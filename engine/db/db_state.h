@@ -33,6 +33,17 @@ struct TableState {
   std::vector<IndexState*> indexes;  // guarded by DatabaseImpl::catalog_mu_ for writes
   Table handle() { return Table(this); }
   static TableState* From(const Table& t) { return t.state_; }
+  // Whether a row can name a stored BLOB: a BLOB column, or a string/bytes value stored out of
+  // line. Tables without such columns skip all BLOB bookkeeping when versions go.
+  bool names_blobs() const {
+    for (const Column& c : schema.columns) {
+      if (c.type == ColumnType::kBlob || c.type == ColumnType::kString ||
+          c.type == ColumnType::kBytes) {
+        return true;
+      }
+    }
+    return false;
+  }
 };
 
 struct IndexState {

@@ -194,6 +194,7 @@ void AddBlobIds(std::string_view raw, size_t ncols, absl::flat_hash_set<uint64_t
 void DatabaseImpl::QueueBlobFrees(const TableState* t, const std::vector<std::string>& going,
                                   const std::vector<std::string>& staying, page::PageNo from,
                                   page::PageNo from2, std::vector<record::Unlinked>* unlinked) {
+  if (!t->names_blobs()) return;
   const size_t ncols = t->schema.columns.size();
   absl::flat_hash_set<uint64_t> gone;
   for (const std::string& raw : going) AddBlobIds(raw, ncols, &gone);

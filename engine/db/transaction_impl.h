@@ -121,6 +121,10 @@ class TransactionImpl : public Transaction {
   // must follow to disk. A stored BLOB belongs to one record, so a stored id the record's
   // current version (`rec`, 0 for a new record) does not name is stored again as a copy:
   // garbage collection can then free a BLOB with the last version naming it.
+  // After undoing a version of `rec` (ApplyUndo): queues the stored BLOBs only `removed` named.
+  absl::Status QueueUndoneBlobs(internal::TableState* t, uint64_t rec, txn::UndoKind kind,
+                                const std::string& before, const std::string& removed,
+                                std::vector<record::Unlinked>* unlinked);
   absl::Status MaterializeBlobs(internal::TableState* t, uint64_t rec, Row* row,
                                 std::vector<page::PageNo>* links);
   // Stores each string/bytes value of `row` at least record::SpillThreshold long as a BLOB of

@@ -44,6 +44,19 @@ absl::Status TransactionImpl::ApplyUndo(TableState* t, uint64_t rec, txn::UndoKi
     }
   }
   if (removed.empty()) return absl::OkStatus();
+  if (t->names_blobs()) {
+    if (absl::Status s = QueueUndoneBlobs(t, rec, kind, before, removed, unlinked); !s.ok()) {
+      return s;
+    }
+  }
+  if (t->indexes.empty()) return absl::OkStatus();
+  return db_->DropKeys(t, rec, {removed}, nullptr, id_);
+}
+
+absl::Status TransactionImpl::QueueUndoneBlobs(TableState* t, uint64_t rec, txn::UndoKind kind,
+                                               const std::string& before,
+                                               const std::string& removed,
+                                               std::vector<record::Unlinked>* unlinked) {
   // BLOBs only the removed version named go once the record's page is written. What stays: the
   // restored version, or whatever version is now newest.
   std::vector<std::string> staying;
@@ -57,11 +70,9 @@ absl::Status TransactionImpl::ApplyUndo(TableState* t, uint64_t rec, txn::UndoKi
   } else {
     staying.push_back(before);
   }
-  if (absl::StatusOr<page::PageNo> p = t->relation->RecordPage(rec); p.ok()) {
-    db_->QueueBlobFrees(t, {removed}, staying, *p, page::kNoPage, unlinked);
-  }
-  if (t->indexes.empty()) return absl::OkStatus();
-  return db_->DropKeys(t, rec, {removed}, nullptr, id_);
+  absl::StatusOr<page::PageNo> p = t->relation->RecordPage(rec);
+  if (p.ok()) db_->QueueBlobFrees(t, {removed}, staying, *p, page::kNoPage, unlinked);
+  return absl::OkStatus();
 }
 
 absl::Status TransactionImpl::RollbackTop() {

@@ -70,7 +70,7 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
     }
   };
   // Orphan BLOBs: headers no version names (their pages count as used until freed below).
-  std::vector<std::pair<internal::TableState*, uint64_t>> orphans;
+  std::vector<std::pair<internal::TableState*, std::vector<uint64_t>>> orphans;  // per table
   for (const auto& t : tables_) {
     auto& set = records[t->id];
     const size_t ncols = t->schema.columns.size();
@@ -90,12 +90,14 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
           }
         });
     if (!s.ok()) return s;
+    std::vector<uint64_t> table_orphans;
     for (const auto& [id, writer] : headers) {
       // An active writer may be about to write the record naming it.
       if (named.contains(id) || txns_->StateOf(writer) == txn::kCnActive) continue;
       rep.orphan_blobs.push_back(id);
-      orphans.emplace_back(t.get(), id);
+      table_orphans.push_back(id);
     }
+    if (!table_orphans.empty()) orphans.emplace_back(t.get(), std::move(table_orphans));
   }
   for (const auto& ix : indexes_) {
     std::string prev;
@@ -141,8 +143,7 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
     if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
   }
   if (options.free_unreachable && !orphans.empty()) {
-    for (const auto& [t, id] : orphans) {
-      const uint64_t ids[] = {id};
+    for (const auto& [t, ids] : orphans) {
       if (absl::Status s = blob::FreeStoredBlobs(cache_.get(), space_.get(), t->relation.get(),
                                                  ids, 0, &rep.freed_blob_pages);
           !s.ok()) {

@@ -127,6 +127,48 @@ inline std::unique_ptr<Database> OpenOrFail(const std::string& path, const Optio
 }
 
 // Every row of a cursor, with its record id.
+// A database with table t(id int64 NOT NULL, k int64, v string), a unique index t_id on id and
+// a non-unique index t_k on k: the fixture of the transaction, savepoint and GC tests (each
+// derives from it and adds its own helpers).
+struct TableDb {
+  TempDb tmp;
+  Options opts;
+  std::unique_ptr<Database> db;
+  Table t;
+  Index by_id;
+  Index by_k;
+
+  explicit TableDb(Options o = CreateOptions(4096, 128)) : opts(std::move(o)) { Open(true); }
+  ~TableDb() {
+    if (db) (void)db->Close();
+  }
+  TableDb(const TableDb&) = delete;
+  TableDb& operator=(const TableDb&) = delete;
+
+  void Open(bool create) {
+    Options o = opts;
+    o.create_if_missing = create;
+    db = OpenOrFail(tmp.path(), o);
+    if (create) {
+      t = VALUE_OR_FAIL(db->CreateTable({"t",
+                                         {{"id", ColumnType::kInt64, false},
+                                          {"k", ColumnType::kInt64},
+                                          {"v", ColumnType::kString}}}));
+      by_id = VALUE_OR_FAIL(db->CreateIndex({"t_id", "t", {"id"}, true}));
+      by_k = VALUE_OR_FAIL(db->CreateIndex({"t_k", "t", {"k"}, false}));
+    } else {
+      t = VALUE_OR_FAIL(db->GetTable("t"));
+      by_id = VALUE_OR_FAIL(db->GetIndex("t_id"));
+      by_k = VALUE_OR_FAIL(db->GetIndex("t_k"));
+    }
+  }
+  void Reopen() {
+    REQUIRE_OK(db->Close());
+    db.reset();
+    Open(false);
+  }
+};
+
 inline absl::StatusOr<std::vector<std::pair<RecordId, Row>>> Drain(Cursor* c,
                                                                    size_t limit = SIZE_MAX) {
   std::vector<std::pair<RecordId, Row>> out;

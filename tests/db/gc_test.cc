@@ -43,27 +43,13 @@ int64_t IdOf(const Row& r) { return std::get<int64_t>(r[0]); }
 int64_t KOf(const Row& r) { return std::get<int64_t>(r[1]); }
 
 // Table t(id int64 NOT NULL, k int64, v string), unique index on id, non-unique on k.
-struct Fixture {
-  TempDb tmp;
-  std::unique_ptr<Database> db;
-  Table t;
-  Index by_id;
-  Index by_k;
-
-  explicit Fixture(GcPolicy policy, uint32_t page_size = 4096) {
+struct Fixture : testing::TableDb {
+  explicit Fixture(GcPolicy policy, uint32_t page_size = 4096) : TableDb(Opts(policy, page_size)) {}
+  static Options Opts(GcPolicy policy, uint32_t page_size) {
     Options o = testing::CreateOptions(page_size, 256);
     o.gc_policy = policy;
     o.forced_writes = false;
-    db = OpenOrFail(tmp.path(), o);
-    t = VALUE_OR_FAIL(db->CreateTable({"t",
-                                       {{"id", ColumnType::kInt64, false},
-                                        {"k", ColumnType::kInt64},
-                                        {"v", ColumnType::kString}}}));
-    by_id = VALUE_OR_FAIL(db->CreateIndex({"t_id", "t", {"id"}, true}));
-    by_k = VALUE_OR_FAIL(db->CreateIndex({"t_k", "t", {"k"}, false}));
-  }
-  ~Fixture() {
-    if (db) (void)db->Close();
+    return o;
   }
   std::unique_ptr<Transaction> Begin(TransactionOptions o = {}) {
     return VALUE_OR_FAIL(db->Begin(o));

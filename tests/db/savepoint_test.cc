@@ -36,44 +36,12 @@ Row MakeRow(int64_t id, int64_t k, std::string v) { return Row{id, k, std::move(
 
 // Table t(id int64 NOT NULL, k int64, v string) with a unique index on id and a non-unique one
 // on k.
-struct Fixture {
-  TempDb tmp;
-  Options opts;
-  std::unique_ptr<Database> db;
-  Table t;
-  Index by_id;
-  Index by_k;
+struct Fixture : testing::TableDb {
   // Every record number ever used and every id ever used, to check what must be absent.
   std::set<uint64_t> all_recs;
   std::set<int64_t> all_ids;
 
-  explicit Fixture(Options o = testing::CreateOptions(4096, 128)) : opts(o) { Open(true); }
-  ~Fixture() {
-    if (db) (void)db->Close();
-  }
-
-  void Open(bool create) {
-    Options o = opts;
-    o.create_if_missing = create;
-    db = OpenOrFail(tmp.path(), o);
-    if (create) {
-      t = VALUE_OR_FAIL(db->CreateTable({"t",
-                                         {{"id", ColumnType::kInt64, false},
-                                          {"k", ColumnType::kInt64},
-                                          {"v", ColumnType::kString}}}));
-      by_id = VALUE_OR_FAIL(db->CreateIndex({"t_id", "t", {"id"}, true}));
-      by_k = VALUE_OR_FAIL(db->CreateIndex({"t_k", "t", {"k"}, false}));
-    } else {
-      t = VALUE_OR_FAIL(db->GetTable("t"));
-      by_id = VALUE_OR_FAIL(db->GetIndex("t_id"));
-      by_k = VALUE_OR_FAIL(db->GetIndex("t_k"));
-    }
-  }
-  void Reopen() {
-    REQUIRE_OK(db->Close());
-    db.reset();
-    Open(false);
-  }
+  explicit Fixture(Options o = testing::CreateOptions(4096, 128)) : TableDb(std::move(o)) {}
 
   std::unique_ptr<Transaction> Begin(TransactionOptions o = {}) {
     return VALUE_OR_FAIL(db->Begin(o));

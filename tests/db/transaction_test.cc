@@ -30,41 +30,7 @@ using testing::TempDb;
 
 // A database with table t(id int64 NOT NULL, k int64, v string), a unique index on id and a
 // non-unique index on k.
-struct Fixture {
-  TempDb tmp;
-  std::unique_ptr<Database> db;
-  Table t;
-  Index by_id;
-  Index by_k;
-
-  Fixture() { Open(/*create=*/true); }
-  ~Fixture() {
-    if (db) (void)db->Close();
-  }
-
-  void Open(bool create) {
-    Options o = testing::CreateOptions(4096, 128);
-    o.create_if_missing = create;
-    db = OpenOrFail(tmp.path(), o);
-    if (create) {
-      t = VALUE_OR_FAIL(db->CreateTable({"t",
-                                         {{"id", ColumnType::kInt64, false},
-                                          {"k", ColumnType::kInt64},
-                                          {"v", ColumnType::kString}}}));
-      by_id = VALUE_OR_FAIL(db->CreateIndex({"t_id", "t", {"id"}, true}));
-      by_k = VALUE_OR_FAIL(db->CreateIndex({"t_k", "t", {"k"}, false}));
-    } else {
-      t = VALUE_OR_FAIL(db->GetTable("t"));
-      by_id = VALUE_OR_FAIL(db->GetIndex("t_id"));
-      by_k = VALUE_OR_FAIL(db->GetIndex("t_k"));
-    }
-  }
-  void Reopen() {
-    REQUIRE_OK(db->Close());
-    db.reset();
-    Open(/*create=*/false);
-  }
-
+struct Fixture : testing::TableDb {
   std::unique_ptr<Transaction> Begin(Isolation iso = Isolation::kSnapshot, bool wait = true,
                                      int64_t timeout_ms = -1) {
     TransactionOptions o;
