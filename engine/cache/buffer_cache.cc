@@ -638,7 +638,11 @@ absl::Status BufferCache::SyncFile() {
   const uint64_t e = write_epoch_.fetch_add(1);
   syncs_.fetch_add(1, std::memory_order_relaxed);
   absl::Status s = file_->Sync();
-  if (s.ok()) AtomicMax(durable_epoch_, e);
+  if (s.ok()) {
+    AtomicMax(durable_epoch_, e);
+  } else {
+    sync_failures_.fetch_add(1, std::memory_order_acq_rel);
+  }
   return s;
 }
 

@@ -144,6 +144,9 @@ class BufferCache {
   size_t DirtyCount() const;
   // Syncs the cache has issued (for tests and benchmarks).
   uint64_t SyncCount() const { return syncs_.load(std::memory_order_relaxed); }
+  // Syncs that failed: after one, what was written before it is not known durable - nor known
+  // lost (the commit path tells "in doubt" from "not written" by it).
+  uint64_t SyncFailures() const { return sync_failures_.load(std::memory_order_acquire); }
 
  private:
   friend class PageRef;
@@ -220,6 +223,7 @@ class BufferCache {
   std::atomic<uint64_t> last_write_epoch_{0};
   std::atomic<uint64_t> evicted_epoch_{0};
   std::atomic<uint64_t> syncs_{0};
+  std::atomic<uint64_t> sync_failures_{0};
   std::mutex clean_mu_;                      // one CleanForEviction at a time
   std::atomic<uint64_t> clean_rounds_{0};    // CleanForEviction calls completed
   mutable util::ShardedCounters counters_;

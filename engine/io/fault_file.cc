@@ -20,10 +20,11 @@ void FaultFile::FailWriteAfter(uint64_t n, int err, bool sticky) {
   fail_write_sticky_ = sticky;
 }
 
-void FaultFile::FailSyncAfter(uint64_t n, int err) {
+void FaultFile::FailSyncAfter(uint64_t n, int err, bool sticky) {
   std::lock_guard<std::mutex> lock(mu_);
   fail_sync_at_ = n == 0 ? 0 : syncs_.load() + n;
   fail_sync_err_ = err;
+  fail_sync_sticky_ = sticky;
 }
 
 // Counts the write and decides whether it fails. Caller holds mu_.
@@ -68,7 +69,7 @@ absl::Status FaultFile::WriteBatch(std::span<const WriteRequest> reqs) {
 absl::Status FaultFile::Sync() {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t n = ++syncs_;
-  if (fail_sync_at_ != 0 && n == fail_sync_at_) {
+  if (fail_sync_at_ != 0 && (n == fail_sync_at_ || (fail_sync_sticky_ && n > fail_sync_at_))) {
     return ErrnoStatus(fail_sync_err_, "fdatasync", base_->path());
   }
   if (absl::Status s = base_->Sync(); !s.ok()) return s;

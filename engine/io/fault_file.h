@@ -25,8 +25,9 @@ class FaultFile : public File {
   // 1 = the next one) with `err` (EIO or ENOSPC); 0 disables. Later writes succeed again unless
   // `sticky` is set, in which case every write from the nth on fails (a full disk).
   void FailWriteAfter(uint64_t n, int err, bool sticky = false);
-  // Fail the `n`th Sync() from now with `err`; 0 disables.
-  void FailSyncAfter(uint64_t n, int err);
+  // Fail the `n`th Sync() from now with `err`; 0 disables. With `sticky`, every Sync() from the
+  // nth on fails (a device that stopped accepting flushes).
+  void FailSyncAfter(uint64_t n, int err, bool sticky = false);
   // Undo every write made since the last successful Sync() (see the model above).
   absl::Status DropUnsynced();
 
@@ -58,6 +59,7 @@ class FaultFile : public File {
   bool fail_write_sticky_ = false;  // guarded by mu_
   uint64_t fail_sync_at_ = 0;       // guarded by mu_
   int fail_sync_err_ = 0;           // guarded by mu_
+  bool fail_sync_sticky_ = false;   // guarded by mu_
   std::atomic<uint64_t> writes_{0};
   std::atomic<uint64_t> syncs_{0};
 };

@@ -199,6 +199,14 @@ void TxnManager::Finished(uint64_t txn) {
 }
 
 absl::Status TxnManager::MarkDead(uint64_t txn) {
+  {
+    std::lock_guard<std::mutex> g(active_mu_);
+    if (in_doubt_.contains(txn)) {
+      return absl::UnknownError(absl::StrCat("transaction ", txn,
+                                             " stays active: its commit is in doubt until the "
+                                             "database is reopened"));
+    }
+  }
   Slot(txn)->store(kCnDead, std::memory_order_release);
   absl::Status s = SetTipState(txn, TxnState::kDead, nullptr);
   Finished(txn);
@@ -259,15 +267,49 @@ absl::Status TxnManager::CommitGroup(const std::vector<uint64_t>& txns) {
   if (absl::Status s = cache_->FlushTxns(txns); !s.ok()) return s;
   // 2. The commit point: their TIP bits, written and synced.
   std::vector<PageNo> tips;
+  absl::Status s;
+  const uint64_t sync_failures = cache_->SyncFailures();
   for (uint64_t t : txns) {
-    if (absl::Status s = SetTipState(t, TxnState::kCommitted, &tips); !s.ok()) return s;
+    if (s.ok()) s = SetTipState(t, TxnState::kCommitted, &tips);
   }
-  if (absl::Status s = cache_->FlushPages(tips); !s.ok()) return s;
+  if (s.ok()) s = cache_->FlushPages(tips);
+  if (!s.ok()) return FailCommit(txns, s, cache_->SyncFailures() != sync_failures);
   // 3. Publish: later snapshots see them.
   for (uint64_t t : txns) Publish(t);
   commits_.fetch_add(txns.size(), std::memory_order_relaxed);
   group_flushes_.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+absl::Status TxnManager::FailCommit(const std::vector<uint64_t>& txns, const absl::Status& cause,
+                                    bool sync_failed) {
+  // The commit marks are in the cached TIP pages and, if a sync failed rather than the write,
+  // maybe in the file, not known durable: any later sync (another commit, a flush of the
+  // collector) could make them so, and the transactions would come back committed after a crash
+  // although their commit failed - while this process, taking them for dead, backs their
+  // versions out. So they are marked dead, durably, first.
+  std::vector<PageNo> tips;
+  absl::Status s;
+  for (uint64_t t : txns) {
+    if (s.ok()) s = SetTipState(t, TxnState::kDead, &tips);
+  }
+  if (s.ok()) s = cache_->FlushPages(tips);
+  // A write that failed put nothing of the marks in the file: dead in the cache is enough (the
+  // TIP page is written when it can be).
+  if (s.ok() || !sync_failed) {
+    for (uint64_t t : txns) Slot(t)->store(kCnDead, std::memory_order_release);
+    return cause;
+  }
+  // Neither mark is known durable: after a crash each transaction may read as committed (all of
+  // it: its pages were synced in step 1) or as dead. Until a reopen settles it, it stays active
+  // here, so nothing backs its versions out.
+  {
+    std::lock_guard<std::mutex> g(active_mu_);
+    in_doubt_.insert(txns.begin(), txns.end());
+  }
+  return absl::UnknownError(absl::StrCat("commit in doubt until the database is reopened: ",
+                                         cause.message(), "; then marking it rolled back failed: ",
+                                         s.message()));
 }
 
 // ---------------------------------------------------------------- waits

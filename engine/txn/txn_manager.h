@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/cache/buffer_cache.h"
@@ -75,6 +76,8 @@ class TxnManager {
   // written lazily (if lost in a crash it reads as dead, which is the same for a reader).
   absl::Status CommitNoWrites(uint64_t txn, bool counted = true);
   // Marks `txn` dead (rolled back): its versions are ignored by every reader from now on.
+  // A transaction whose commit is in doubt (see CommitGroup) stays active instead: its versions
+  // must not be backed out while the disk may say it committed. Unknown is returned then.
   absl::Status MarkDead(uint64_t txn);
 
   // Blocks until `other` is no longer active, `timeout_ms` passes (-1: no limit) or waiting
@@ -94,6 +97,10 @@ class TxnManager {
   absl::Status EnsureTip(uint64_t txn);              // REQUIRES tip_mu_
   absl::Status SetTipState(uint64_t txn, page::TxnState s, std::vector<page::PageNo>* touched);
   absl::Status CommitGroup(const std::vector<uint64_t>& txns);
+  // After the commit marks of `txns` were set but could not be made durable (`cause`; a sync
+  // failed on the way, or only writes).
+  absl::Status FailCommit(const std::vector<uint64_t>& txns, const absl::Status& cause,
+                          bool sync_failed);
   void Finished(uint64_t txn);
   void Publish(uint64_t txn);
 
@@ -137,6 +144,8 @@ class TxnManager {
   bool leader_active_ = false;                // guarded by commit_mu_
   std::atomic<uint64_t> commits_{0};
   std::atomic<uint64_t> group_flushes_{0};
+  // Transactions whose commit is in doubt until the database is reopened (FailCommit).
+  absl::flat_hash_set<uint64_t> in_doubt_;  // guarded by active_mu_
 
   // Waiting for other transactions.
   std::mutex wait_mu_;

@@ -534,5 +534,79 @@ TEST_CASE("crash: EIO and ENOSPC on writes and fsync fail the call cleanly and l
   }
 }
 
+// The ids in table t, read in one transaction.
+std::vector<int64_t> IdsIn(Database* db) {
+  const Table t = ValueOr(db->GetTable("t"), "GetTable");
+  std::unique_ptr<Transaction> tx = ValueOr(db->Begin(), "Begin");
+  std::unique_ptr<Cursor> c = ValueOr(tx->Scan(t), "Scan");
+  std::vector<int64_t> ids;
+  while (c->Valid()) {
+    ids.push_back(std::get<int64_t>(c->row()[0]));
+    CRASH_REQUIRE_OK(c->Next());
+  }
+  CRASH_REQUIRE_OK(tx->Commit());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+// A commit whose TIP write was never known durable (the sync after it failed) has its commit
+// mark in the cached TIP page: the next sync of that page - another transaction's commit here,
+// before the application has rolled the failed one back - must not make it committed.
+TEST_CASE("crash: a commit that failed at its TIP sync stays rolled back through later commits "
+          "and a power loss",
+          "[crash]") {
+  ScratchDir dir("ember-crash");
+  REQUIRE(dir.ok());
+  std::mt19937_64 rng(1);
+  for (const bool sticky : {false, true}) {
+    CAPTURE(sticky);
+    const std::string path = dir.File(sticky ? "sticky.edb" : "once.edb");
+    Options opts;
+    opts.page_size = 4096;
+    opts.forced_writes = true;
+    opts.use_io_uring = false;
+    opts.gc_policy = GcPolicy::kCooperative;  // no other thread syncs: the order is the test's
+    PowerLossDb d = OpenPowerLossDb(path, opts, LossModel::kDropUnsynced, /*create=*/true);
+    const Table t = ValueOr(d.db->CreateTable({"t", {{"id", ColumnType::kInt64, false}}}), "t");
+    auto insert = [&](int64_t id) {
+      std::unique_ptr<Transaction> tx = ValueOr(d.db->Begin(TransactionOptions{}), "Begin");
+      CRASH_REQUIRE_OK(tx->Insert(t, Row{id}).status());
+      return tx;
+    };
+    // How many syncs a one-row commit makes once the table has its pages: the last is the TIP's.
+    CRASH_REQUIRE_OK(insert(1)->Commit());
+    const uint64_t before = d.fault->syncs();
+    CRASH_REQUIRE_OK(insert(7)->Commit());
+    const uint64_t per_commit = d.fault->syncs() - before;
+    REQUIRE(per_commit >= 2);
+
+    std::unique_ptr<Transaction> failed = insert(2);
+    d.fault->FailSyncAfter(per_commit, EIO, sticky);
+    const absl::Status c = failed->Commit();
+    INFO("the failed commit: " << c.ToString());
+    REQUIRE_FALSE(c.ok());
+    // Once: the transaction is rolled back for good (its dead mark synced), and the database
+    // goes on. Sticky: nothing can be made durable; the outcome is in doubt and the transaction
+    // stays active, so nothing of it is backed out.
+    REQUIRE(c.code() == (sticky ? absl::StatusCode::kUnknown : absl::StatusCode::kInternal));
+    REQUIRE(IdsIn(d.db.get()) == std::vector<int64_t>{1, 7});
+    const absl::Status later = insert(3)->Commit();
+    INFO("the next commit: " << later.ToString());
+    REQUIRE(later.ok() == !sticky);
+    const absl::Status rb = failed->Rollback();
+    REQUIRE((sticky ? rb.code() == absl::StatusCode::kUnknown : rb.ok()));
+    d.db->SimulateCrash();
+    d.LosePower(rng);
+    failed.reset();
+    d.db.reset();
+
+    std::unique_ptr<Database> db = ValueOr(Database::Open(path, opts), "reopen");
+    RequireValid(db.get());
+    REQUIRE(IdsIn(db.get()) ==
+            (sticky ? std::vector<int64_t>{1, 7} : std::vector<int64_t>{1, 3, 7}));
+    CRASH_REQUIRE_OK(db->Close());
+  }
+}
+
 }  // namespace
 }  // namespace ember::crashtest
