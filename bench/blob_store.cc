@@ -5,6 +5,7 @@
 //   tools/dev bench blob_store [--mb_per_class=N] [--segment=S[,S...]] [--buffer=B[,B...]]
 //                              [--layouts=bytes,striped,blob] [--classes=very_small,...]
 //                              [--seed=N] [--sqlite_journal=delete|wal] [--forced_writes=0|1]
+//                              [--content=random|text] [--zstd_level=0..19]
 //                              [common flags, see bench/util/bench_util.h]
 //                              [--benchmark_filter=... --benchmark_out=x.json ...]
 //
@@ -13,6 +14,8 @@
 // holds at least that much):
 //   very_small 1 KB - 100 KB, small 128 KB - 512 KB, medium 512 KB - 1 MB, large 5 MB - 10 MB.
 // Sizes are uniform in the range; the same files (same seed) for every layout and engine.
+// --content=text makes them compressible text instead, and --zstd_level compresses EmberDB's
+// data columns (Column::zstd_level): what compression costs and saves (db_mb) against SQLite.
 //
 // Layouts (the database is created anew for every layout, size class and engine):
 //   bytes          files(id, size, data bytes): the whole file in one column value.
@@ -101,6 +104,12 @@ Flag FLAGS_layouts("layouts", "bytes,striped,blob", "layouts to run: bytes, stri
 Flag FLAGS_classes("classes", "very_small,small,medium,large",
                    "size classes to run: very_small, small, medium, large");
 Flag FLAGS_seed("seed", int64_t{42}, "seed of the file sizes and contents");
+Flag FLAGS_content("content", "random",
+                   "file contents: random (incompressible, the experiment's) or text "
+                   "(words and numbers, compressible several times over)");
+Flag FLAGS_zstd_level("zstd_level", int64_t{0},
+                      "EmberDB: Column::zstd_level of the data columns (0 = uncompressed, the "
+                      "default; 1..19). SQLite stores the same bytes uncompressed");
 Flag FLAGS_sqlite_journal("sqlite_journal", "delete", "SQLite journal_mode: delete, wal, ...");
 Flag FLAGS_reuse_check("reuse_check", false,
                        "after each delete row: collect garbage, store the files again (untimed) "
@@ -170,14 +179,31 @@ FileSet& FilesFor(int cls) {
   std::mt19937_64 rng(static_cast<uint64_t>(FLAGS_seed.i64()) * 1000003u + static_cast<uint64_t>(cls));
   std::uniform_int_distribution<uint64_t> size_of(c.lo, c.hi);
   const uint64_t target = static_cast<uint64_t>(std::max<int64_t>(1, FLAGS_mb_per_class.i64())) << 20;
+  const bool text = FLAGS_content.str() == "text";
   const auto t0 = Clock::now();
   while (g_files.bytes < target) {
     File f;
     f.data.resize(size_of(rng));
     uint64_t h = rng();
-    for (size_t off = 0; off < f.data.size(); off += 8) {
-      h = Mix(h);
-      std::memcpy(f.data.data() + off, &h, std::min<size_t>(8, f.data.size() - off));
+    if (text) {
+      // Words from a small vocabulary with a running number now and then: zstd shrinks such
+      // text about as much as it does logs or documents.
+      static const char* const kWords[] = {"record ", "version ", "page ",  "commit ", "blob ",
+                                           "frame ",  "cache ",   "index ", "sweep ",  "lock "};
+      size_t off = 0;
+      for (uint64_t n = 0; off < f.data.size(); ++n) {
+        h = Mix(h);
+        std::string w = kWords[h % 10];
+        if (h % 7 == 0) w += std::to_string(n) + "\n";
+        const size_t k = std::min(w.size(), f.data.size() - off);
+        std::memcpy(f.data.data() + off, w.data(), k);
+        off += k;
+      }
+    } else {
+      for (size_t off = 0; off < f.data.size(); off += 8) {
+        h = Mix(h);
+        std::memcpy(f.data.data() + off, &h, std::min<size_t>(8, f.data.size() - off));
+      }
     }
     f.crc = util::Crc32c(f.data.data(), f.data.size());
     g_files.bytes += f.data.size();
@@ -262,8 +288,9 @@ class EmberBackend : public Backend {
     last_ = db_->stats().pages;
     std::vector<Column> cols = {{"id", ColumnType::kInt64, false},
                                 {"size", ColumnType::kInt64, false}};
-    if (v.layout == Layout::kBytes) cols.push_back({"data", ColumnType::kBytes, false});
-    if (v.layout == Layout::kBlob) cols.push_back({"data", ColumnType::kBlob, false});
+    const int z = static_cast<int>(FLAGS_zstd_level.i64());
+    if (v.layout == Layout::kBytes) cols.push_back({"data", ColumnType::kBytes, false, z});
+    if (v.layout == Layout::kBlob) cols.push_back({"data", ColumnType::kBlob, false, z});
     auto t = db_->CreateTable({"files", cols});
     if (!t.ok()) return With(t.status(), "create table files");
     files_ = *t;
@@ -271,7 +298,8 @@ class EmberBackend : public Backend {
       auto s = db_->CreateTable({"seg",
                                  {{"file_id", ColumnType::kInt64, false},
                                   {"seq", ColumnType::kInt64, false},
-                                  {"data", ColumnType::kBytes, false}}});
+                                  {"data", ColumnType::kBytes, false,
+                                   static_cast<int>(FLAGS_zstd_level.i64())}}});
       if (!s.ok()) return With(s.status(), "create table seg");
       seg_ = *s;
       auto ix = db_->CreateIndex({"seg_ix", "seg", {"file_id", "seq"}, /*unique=*/true});
@@ -338,7 +366,7 @@ class EmberBackend : public Backend {
           break;
         }
         case Layout::kBlob: {
-          auto w = (*txn)->CreateBlob();
+          auto w = (*txn)->CreateBlob(files_, "data");
           if (!w.ok()) return With(w.status(), absl::StrCat(ctx, ", CreateBlob"));
           for (size_t off = 0; off < f.data.size(); off += v_.param) {
             std::string_view piece(f.data.data() + off, std::min(v_.param, f.data.size() - off));
@@ -1050,6 +1078,13 @@ void PrintSummary() {
 int main(int argc, char** argv) {
   using namespace ember::bench;
   if (!Init(&argc, argv)) return 1;
+  const std::string content = FLAGS_content.str();
+  const int64_t level = FLAGS_zstd_level.i64();
+  if ((content != "random" && content != "text") || level < 0 || level > 19) {
+    std::fprintf(stderr, "bench: --content must be random or text and --zstd_level 0..19\n");
+    Finish();
+    return 1;
+  }
   if (!ParseVariants()) {
     Finish();
     return 1;
@@ -1060,6 +1095,8 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("segment", FLAGS_segment.str());
   benchmark::AddCustomContext("buffer", FLAGS_buffer.str());
   benchmark::AddCustomContext("sqlite_journal", FLAGS_sqlite_journal.str());
+  benchmark::AddCustomContext("content", content);
+  benchmark::AddCustomContext("zstd_level", FLAGS_zstd_level.str());
   Register();
   benchmark::RunSpecifiedBenchmarks();
   bool ok = !AnyFailed();

@@ -5,11 +5,14 @@
 // 0..15 the line of its header record (on a secondary data page of the relation).
 //
 // Header record body (after the record header, flag kRecBlob):
-//   u8 level (0, 1, 2), u64 length, then
-//   level 0: the bytes themselves;
+//   u8 level (0, 1, 2; kCompressedFlag added for a compressed BLOB), u64 length, then
+//   compressed only: u64 stored length, u32 frame size (blob_codec.h);
+//   level 0: the stored bytes themselves;
 //   level 1: u32 count, count x u32 blob data pages;
 //   level 2: u32 count, count x u32 list pages (blob pages with kBlobListPage holding u32 data
 //            page numbers).
+// The stored bytes are the BLOB's bytes, or for a compressed BLOB its frames and frame table
+// (blob_codec.h); `length` is always the BLOB's own (uncompressed) length.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -30,11 +33,19 @@ inline uint32_t IdRelation(uint64_t id) { return static_cast<uint32_t>((id >> 48
 inline page::PageNo IdPage(uint64_t id) { return static_cast<page::PageNo>(id >> 16); }
 inline uint16_t IdLine(uint64_t id) { return static_cast<uint16_t>(id & 0xFFFF); }
 
+constexpr uint8_t kCompressedFlag = 0x80;
+
 struct BlobHeader {
   uint8_t level = 0;
   uint64_t length = 0;
+  bool compressed = false;
+  uint64_t stored_length = 0;        // compressed: bytes of frames and frame table
+  uint32_t frame_bytes = 0;          // compressed: uncompressed bytes per frame
   std::string inline_data;           // level 0
   std::vector<page::PageNo> pages;   // level 1: data pages; level 2: list pages
+
+  // Bytes held in the pages (or inline): the frames and table when compressed.
+  uint64_t stored_bytes() const { return compressed ? stored_length : length; }
 };
 
 void EncodeBlobHeader(const BlobHeader& h, std::string* out);

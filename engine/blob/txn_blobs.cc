@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "engine/blob/stored_blobs.h"
 #include "engine/page/blob_page.h"
@@ -25,9 +26,11 @@ TxnBlobs::TxnBlobs(cache::BufferCache* cache, cache::PageSpace* space, io::TempS
 
 TxnBlobs::~TxnBlobs() { (void)ReleaseAll(); }
 
-absl::StatusOr<uint64_t> TxnBlobs::Create(bool engine_made) {
+absl::StatusOr<uint64_t> TxnBlobs::Create(bool engine_made, bool compressed_target) {
   Temp t;
-  t.in_temp_space = temp_ != nullptr && (mode_ == 2 || (mode_ == 1 && engine_made));
+  t.in_temp_space =
+      temp_ != nullptr &&
+      (mode_ == 2 || (mode_ == 1 && (engine_made || compressed_target)));
   if (!t.in_temp_space) t.paged = std::make_unique<PagedBlob>(cache_, space_, 0);
   const uint64_t n = ids_ ? ids_->fetch_add(1, std::memory_order_relaxed) : next_temp_++;
   const uint64_t id = kTempBit | (n & ~kTempBit);
@@ -54,17 +57,37 @@ absl::StatusOr<TxnBlobs::Stored*> TxnBlobs::FindStored(uint64_t id) {
   if (!h.ok()) return h.status();
   auto s = std::make_unique<Stored>();
   s->length = h->length;
+  const uint64_t stored_bytes = h->stored_bytes();
   if (h->level == 0) {
     s->inline_data = std::move(h->inline_data);
   } else {
     std::vector<page::PageNo> pages, lists;
     if (absl::Status st = DataPagesOf(cache_, *h, &pages, &lists); !st.ok()) return st;
     const uint64_t cap = page::BlobPageCapacity(cache_->page_size());
-    if ((s->length + cap - 1) / cap != pages.size()) {
+    if ((stored_bytes + cap - 1) / cap != pages.size()) {
       return absl::DataLossError(absl::StrCat(IdText(id), ": page list does not match length"));
     }
     s->paged = std::make_unique<PagedBlob>(cache_, space_, IdRelation(id));
-    s->paged->Adopt(std::move(pages), s->length);
+    s->paged->Adopt(std::move(pages), stored_bytes);
+  }
+  if (h->compressed) {
+    const uint64_t table_bytes = uint64_t{FrameCount(s->length, h->frame_bytes)} * 4;
+    if (h->frame_bytes < kMinFrameBytes || table_bytes > stored_bytes) {
+      return absl::DataLossError(absl::StrCat(IdText(id), ": corrupt compressed BLOB header"));
+    }
+    std::string table(table_bytes, '\0');
+    if (absl::Status st = ReadStoredBytes(*s, stored_bytes - table_bytes, table.data(),
+                                          table.size());
+        !st.ok()) {
+      return st;
+    }
+    absl::StatusOr<FrameTable> ft =
+        DecodeFrameTable(table, s->length, stored_bytes, h->frame_bytes);
+    if (!ft.ok()) {
+      return absl::DataLossError(absl::StrCat(IdText(id), ": ", ft.status().message()));
+    }
+    s->compressed = true;
+    s->frames = std::move(*ft);
   }
   Stored* raw = s.get();
   stored_.emplace(id, std::move(s));
@@ -180,8 +203,48 @@ absl::Status TxnBlobs::Read(uint64_t id, uint64_t offset, void* buf, size_t n) {
     return absl::OutOfRangeError(absl::StrCat(IdText(id), ": read past its length ",
                                               (*s)->length));
   }
-  if ((*s)->paged) return (*s)->paged->Read(offset, buf, n);
-  std::memcpy(buf, (*s)->inline_data.data() + offset, n);
+  if ((*s)->compressed) return ReadCompressed(**s, offset, buf, n);
+  return ReadStoredBytes(**s, offset, buf, n);
+}
+
+absl::Status TxnBlobs::ReadStoredBytes(const Stored& s, uint64_t offset, void* buf,
+                                       size_t n) const {
+  if (s.paged) return s.paged->Read(offset, buf, n);
+  if (offset + n > s.inline_data.size()) {
+    return absl::DataLossError("BLOB header record shorter than its BLOB");
+  }
+  std::memcpy(buf, s.inline_data.data() + offset, n);
+  return absl::OkStatus();
+}
+
+absl::Status TxnBlobs::ReadCompressed(Stored& s, uint64_t offset, void* buf, size_t n) {
+  char* out = static_cast<char*>(buf);
+  const FrameTable& ft = s.frames;
+  while (n > 0) {
+    const size_t f = static_cast<size_t>(offset / ft.frame_bytes);
+    if (s.cached_frame != static_cast<int64_t>(f)) {
+      s.cached_frame = -1;  // until the frame below decodes
+      stored_frame_.resize(ft.starts[f + 1] - ft.starts[f]);
+      if (absl::Status st = ReadStoredBytes(s, ft.starts[f], stored_frame_.data(),
+                                            stored_frame_.size());
+          !st.ok()) {
+        return st;
+      }
+      if (!decompressor_) decompressor_ = std::make_unique<FrameDecompressor>();
+      if (absl::Status st = decompressor_->Decompress(stored_frame_, ft.raw[f],
+                                                      ft.FrameSize(f, s.length), &s.frame);
+          !st.ok()) {
+        return st;
+      }
+      s.cached_frame = static_cast<int64_t>(f);
+    }
+    const size_t in = static_cast<size_t>(offset - uint64_t{f} * ft.frame_bytes);
+    const size_t k = std::min(n, s.frame.size() - in);
+    std::memcpy(out, s.frame.data() + in, k);
+    out += k;
+    offset += k;
+    n -= k;
+  }
   return absl::OkStatus();
 }
 
@@ -229,45 +292,71 @@ absl::StatusOr<uint64_t> TxnBlobs::Copy(uint64_t src) {
   return id;
 }
 
-absl::StatusOr<uint64_t> TxnBlobs::Materialize(uint64_t id, record::Relation* rel,
-                                               std::vector<page::PageNo>* links) {
-  if (!IsTemp(id)) return id;
-  absl::StatusOr<Temp*> found = FindTemp(id);
-  if (!found.ok()) return found.status();
-  Temp& t = **found;
+absl::Status TxnBlobs::Compress(const Source& src, uint64_t len, int level, uint32_t rel_id,
+                                BlobHeader* h, std::unique_ptr<PagedBlob>* pages) {
   const uint32_t ps = cache_->page_size();
-  const uint64_t len = t.in_temp_space ? t.len : t.paged->length();
-  BlobHeader h;
-  h.length = len;
-  std::unique_ptr<PagedBlob> pages;
-  if (len <= ps / 4) {
-    h.level = 0;
-    h.inline_data.resize(len);
-    if (absl::Status s = Read(id, 0, h.inline_data.data(), len); !s.ok()) return s;
-  } else {
-    if (t.in_temp_space) {
-      pages = std::make_unique<PagedBlob>(cache_, space_, rel->id());
-      std::vector<char> chunk;
-      for (uint64_t done = 0; done < len;) {
-        const size_t k = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, len - done));
-        chunk.resize(k);
-        if (absl::Status s = ReadTemp(t, done, chunk.data(), k); !s.ok()) return s;
-        if (absl::Status s = pages->Append(txn_, chunk.data(), k); !s.ok()) return s;
-        done += k;
-      }
-    } else {
-      pages = std::move(t.paged);  // the pages are already in the database: adopt them
-    }
-    h.pages = pages->pages();
+  if (!compressor_) compressor_ = std::make_unique<FrameCompressor>();
+  std::vector<uint32_t> table;
+  table.reserve(FrameCount(len, kFrameBytes));
+  std::string frame(static_cast<size_t>(std::min<uint64_t>(kFrameBytes, len)), '\0');
+  std::string out;  // stored bytes not yet in pages: all of them while they could go inline
+  uint64_t stored = 0;
+  auto flush = [&]() -> absl::Status {
+    if (!*pages && out.size() <= ps / 4) return absl::OkStatus();
+    if (!*pages) *pages = std::make_unique<PagedBlob>(cache_, space_, rel_id);
+    absl::Status s = (*pages)->Append(txn_, out.data(), out.size());
+    out.clear();
+    return s;
+  };
+  for (uint64_t done = 0; done < len;) {
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(kFrameBytes, len - done));
+    if (absl::Status s = src(done, frame.data(), k); !s.ok()) return s;
+    const size_t before = out.size();
+    absl::StatusOr<uint32_t> e = compressor_->Compress(level, {frame.data(), k}, &out);
+    if (!e.ok()) return e.status();
+    table.push_back(*e);
+    stored += out.size() - before;
+    if (absl::Status s = flush(); !s.ok()) return s;
+    done += k;
+  }
+  FrameCompressor::AppendTable(table, &out);
+  stored += uint64_t{table.size()} * 4;
+  if (absl::Status s = flush(); !s.ok()) return s;
+  h->compressed = true;
+  h->stored_length = stored;
+  h->frame_bytes = kFrameBytes;
+  if (!*pages) {
+    h->level = 0;
+    h->inline_data = std::move(out);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> TxnBlobs::StoreHeader(BlobHeader& h, std::unique_ptr<PagedBlob>& written,
+                                               const PagedBlob* adopted, record::Relation* rel,
+                                               std::vector<page::PageNo>* links) {
+  const uint32_t ps = cache_->page_size();
+  // Pages allocated for this BLOB are unlinked until the header record is stored: on an error
+  // they go back to the free list at once (adopted ones stay with their temporary BLOB).
+  std::vector<page::PageNo> lists;
+  bool stored_ok = false;
+  absl::Cleanup free_on_error = [&] {
+    if (stored_ok) return;
+    if (written) (void)written->Free(txn_);
+    for (page::PageNo p : lists) (void)space_->Free(p, txn_);
+  };
+  const PagedBlob* data_pages = adopted ? adopted : written.get();
+  if (data_pages) {
+    h.pages = data_pages->pages();
     h.level = 1;
     const size_t max_list = ps / 2 / 4;  // keep the header record within half a page
     if (h.pages.size() > max_list) {
       h.level = 2;
       const uint32_t per = page::BlobListCapacity(ps);
-      std::vector<page::PageNo> lists;
       for (size_t i = 0; i < h.pages.size(); i += per) {
         absl::StatusOr<cache::PageRef> lp = space_->Allocate(txn_);
         if (!lp.ok()) return lp.status();
+        lists.push_back(lp->page_no());
         page::InitBlobPage(lp->data(), ps, lp->page_no(), rel->id(), /*list=*/true);
         const size_t n = std::min<size_t>(per, h.pages.size() - i);
         for (size_t j = 0; j < n; ++j) {
@@ -276,24 +365,85 @@ absl::StatusOr<uint64_t> TxnBlobs::Materialize(uint64_t id, record::Relation* re
         }
         page::BlobSetUsed(lp->data(), static_cast<uint32_t>(n));
         lp->Mark(txn_);
-        lists.push_back(lp->page_no());
       }
-      h.pages = std::move(lists);
+      h.pages = lists;
     }
   }
   std::string body;
   EncodeBlobHeader(h, &body);
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> loc = rel->StoreBlobRecord(txn_, body, h.pages);
   if (!loc.ok()) return loc.status();
+  stored_ok = true;
   links->push_back(loc->first);
+  return StoredId(rel->id(), loc->first, loc->second);
+}
+
+absl::StatusOr<uint64_t> TxnBlobs::StoreCompressed(std::string_view bytes, record::Relation* rel,
+                                                   std::vector<page::PageNo>* links,
+                                                   int zstd_level) {
+  BlobHeader h;
+  h.length = bytes.size();
+  std::unique_ptr<PagedBlob> written;
+  auto src = [bytes](uint64_t off, char* buf, size_t n) {
+    std::memcpy(buf, bytes.data() + off, n);
+    return absl::OkStatus();
+  };
+  absl::Status s = Compress(src, bytes.size(), zstd_level, rel->id(), &h, &written);
+  if (!s.ok()) {
+    if (written) (void)written->Free(txn_);
+    return s;
+  }
+  return StoreHeader(h, written, nullptr, rel, links);
+}
+
+absl::StatusOr<uint64_t> TxnBlobs::Materialize(uint64_t id, record::Relation* rel,
+                                               std::vector<page::PageNo>* links, int zstd_level) {
+  if (!IsTemp(id)) return id;
+  absl::StatusOr<Temp*> found = FindTemp(id);
+  if (!found.ok()) return found.status();
+  Temp& t = **found;
+  const uint32_t ps = cache_->page_size();
+  const uint64_t len = t.in_temp_space ? t.len : t.paged->length();
+  BlobHeader h;
+  h.length = len;
+  std::unique_ptr<PagedBlob> written;  // pages written here (freed again on an error)
+  const PagedBlob* adopted = nullptr;  // the temporary BLOB's own pages, linked as they are
+  absl::Status s;
+  if (zstd_level > 0 && len > 0) {
+    auto src = [this, id](uint64_t off, char* buf, size_t n) { return Read(id, off, buf, n); };
+    s = Compress(src, len, zstd_level, rel->id(), &h, &written);
+  } else if (len <= ps / 4) {
+    h.level = 0;
+    h.inline_data.resize(len);
+    s = Read(id, 0, h.inline_data.data(), len);
+  } else if (t.in_temp_space) {
+    written = std::make_unique<PagedBlob>(cache_, space_, rel->id());
+    std::vector<char> chunk;
+    for (uint64_t done = 0; s.ok() && done < len;) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, len - done));
+      chunk.resize(k);
+      s = ReadTemp(t, done, chunk.data(), k);
+      if (s.ok()) s = written->Append(txn_, chunk.data(), k);
+      done += k;
+    }
+  } else {
+    adopted = t.paged.get();  // the pages are already in the database: adopt them
+  }
+  if (!s.ok()) {
+    if (written) (void)written->Free(txn_);
+    return s;
+  }
+  absl::StatusOr<uint64_t> stored = StoreHeader(h, written, adopted, rel, links);
+  if (!stored.ok()) return stored;
   // Ours now: nothing to free at transaction end (shared extents go with their last piece).
   t.pieces.clear();
-  // A page-backed BLOB stored at level 0 is inline in its header record now: its pages (never
-  // linked from anything) go back to the free list, or they would stay allocated and unreachable.
-  std::unique_ptr<PagedBlob> inlined = std::move(t.paged);
+  // Adopted pages belong to the stored BLOB now. Pages of a page-backed temporary BLOB that was
+  // not adopted (stored inline, or compressed into new pages) are linked from nothing: they go
+  // back to the free list, or they would stay allocated and unreachable.
+  std::unique_ptr<PagedBlob> left = adopted ? nullptr : std::move(t.paged);
   temps_.erase(id);
-  if (inlined) (void)inlined->Free(txn_);  // on an error the pages only leak (Validate frees them)
-  return StoredId(rel->id(), loc->first, loc->second);
+  if (left) (void)left->Free(txn_);  // on an error the pages only leak (Validate frees them)
+  return stored;
 }
 
 absl::Status TxnBlobs::FreeTemp(Temp& t) {

@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/blob/blob_codec.h"
 #include "engine/blob/blob_format.h"
 #include "engine/blob/paged_blob.h"
 #include "engine/io/temp_space.h"
@@ -45,7 +46,9 @@ class TxnBlobs {
 
   // A new empty temporary BLOB; `engine_made` for results of BLOB operations (mode 1 puts those
   // in TempSpace), false for BLOBs written through the API.
-  absl::StatusOr<uint64_t> Create(bool engine_made);
+  // `compressed_target`: the BLOB is meant for a compressed column, so mode 1 puts it in
+  // TempSpace too: only its compressed form should reach database pages (mode 0 stays pages).
+  absl::StatusOr<uint64_t> Create(bool engine_made, bool compressed_target = false);
   // Extends a temporary BLOB of this transaction in place.
   absl::Status Append(uint64_t id, std::string_view bytes);
   // A new temporary BLOB holding a's bytes then b's (any mix of temporary and stored).
@@ -58,10 +61,15 @@ class TxnBlobs {
   absl::Status Read(uint64_t id, uint64_t offset, void* buf, size_t n);
 
   // The stored BLOB for temporary BLOB `id` assigned to a field of `rel`: pages are adopted
-  // (page-backed) or written (TempSpace-backed). `links` receives the page of the header record,
+  // (page-backed) or written (TempSpace-backed); with `zstd_level` > 0 the bytes are written
+  // compressed in frames (blob_codec.h) instead. `links` receives the page of the header record,
   // which the record holding the id must follow to disk. A stored id is returned unchanged.
   absl::StatusOr<uint64_t> Materialize(uint64_t id, record::Relation* rel,
-                                       std::vector<page::PageNo>* links);
+                                       std::vector<page::PageNo>* links, int zstd_level = 0);
+  // A new stored BLOB of `rel` holding `bytes` compressed at `zstd_level` (> 0), straight from
+  // memory: a long value of a compressed string or bytes column.
+  absl::StatusOr<uint64_t> StoreCompressed(std::string_view bytes, record::Relation* rel,
+                                           std::vector<page::PageNo>* links, int zstd_level);
   // Drops a temporary BLOB now (its pages or extent are reused at once).
   absl::Status Release(uint64_t id);
   // Transaction end: every temporary BLOB not materialised goes.
@@ -87,12 +95,30 @@ class TxnBlobs {
     std::unique_ptr<PagedBlob> paged;   // database pages
   };
   struct Stored {
-    uint64_t length = 0;
-    std::string inline_data;
-    std::unique_ptr<PagedBlob> paged;  // level 1 / 2 (pages flattened)
+    uint64_t length = 0;               // the BLOB's bytes
+    std::string inline_data;           // level 0: the stored bytes
+    std::unique_ptr<PagedBlob> paged;  // level 1 / 2 (pages flattened): the stored bytes
+    bool compressed = false;
+    FrameTable frames;                 // compressed: where each frame lies in the stored bytes
+    int64_t cached_frame = -1;         // compressed: the frame last decompressed, kept in `frame`
+    std::string frame;
   };
   absl::StatusOr<Temp*> FindTemp(uint64_t id);
   absl::StatusOr<Stored*> FindStored(uint64_t id);
+  // Bytes [offset, offset + n) of what `s` holds in its pages or inline (compressed: frames).
+  absl::Status ReadStoredBytes(const Stored& s, uint64_t offset, void* buf, size_t n) const;
+  absl::Status ReadCompressed(Stored& s, uint64_t offset, void* buf, size_t n);
+  // Reads bytes [offset, offset + n) of what is being stored.
+  using Source = std::function<absl::Status(uint64_t offset, char* buf, size_t n)>;
+  // Writes `len` bytes from `src` compressed: `h` gets the stored length and frame size and,
+  // when they fit inline, the stored bytes; otherwise `*pages` holds them.
+  absl::Status Compress(const Source& src, uint64_t len, int level, uint32_t rel_id,
+                        BlobHeader* h, std::unique_ptr<PagedBlob>* pages);
+  // Stores header `h` (with its data in `written` or `adopted` past level 0, building list
+  // pages at level 2) as a BLOB of `rel`; on an error frees every page `written` holds.
+  absl::StatusOr<uint64_t> StoreHeader(BlobHeader& h, std::unique_ptr<PagedBlob>& written,
+                                       const PagedBlob* adopted, record::Relation* rel,
+                                       std::vector<page::PageNo>* links);
   absl::Status AppendTemp(Temp* t, const void* data, size_t n);
   // Appends `src`'s bytes to `dst`: shares its pieces when both are in TempSpace, else copies.
   absl::Status AppendBlob(Temp* dst, uint64_t src);
@@ -112,7 +138,9 @@ class TxnBlobs {
   std::atomic<uint64_t>* ids_ = nullptr;
   absl::flat_hash_map<uint64_t, Temp> temps_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Stored>> stored_;  // decoded headers
-  std::vector<char> buf_;  // copy buffer
+  std::unique_ptr<FrameCompressor> compressor_;      // made on first need
+  std::unique_ptr<FrameDecompressor> decompressor_;  // made on first need
+  std::string stored_frame_;                         // a frame's stored bytes, being decoded
 };
 
 }  // namespace ember::blob

@@ -107,7 +107,8 @@ absl::Status TransactionImpl::MaterializeBlobs(internal::TableState* t, uint64_t
       if (!copy.ok()) return copy.status();
       temp = *copy;
     }
-    absl::StatusOr<uint64_t> stored = Blobs()->Materialize(temp, t->relation.get(), links);
+    const int level = i < t->schema.columns.size() ? t->schema.columns[i].zstd_level : 0;
+    absl::StatusOr<uint64_t> stored = Blobs()->Materialize(temp, t->relation.get(), links, level);
     if (!stored.ok()) return stored.status();
     b->value = *stored;
     wrote_ = true;
@@ -124,6 +125,15 @@ absl::Status TransactionImpl::SpillValues(internal::TableState* t, const Row& ro
     const auto* v = std::get_if<std::string>(&row[i]);
     if (!v || v->size() < threshold) continue;
     if (spilled->empty()) spilled->assign(row.size(), 0);
+    const int level = i < t->schema.columns.size() ? t->schema.columns[i].zstd_level : 0;
+    if (level > 0) {  // compressed straight from the row
+      absl::StatusOr<uint64_t> stored =
+          Blobs()->StoreCompressed(*v, t->relation.get(), links, level);
+      if (!stored.ok()) return stored.status();
+      (*spilled)[i] = *stored;
+      wrote_ = true;
+      continue;
+    }
     // Written straight into pages of the table (a temporary BLOB in pages, adopted whole), so
     // the value is copied once, as a BlobWriter's bytes would be.
     absl::StatusOr<uint64_t> temp = Blobs()->Create(/*engine_made=*/false);
@@ -158,9 +168,30 @@ absl::Status TransactionImpl::UnspillRow(const internal::TableState* t, Row* row
 }
 
 absl::StatusOr<std::unique_ptr<BlobWriter>> TransactionImpl::CreateBlob() {
+  return NewBlobWriter(/*compressed_target=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<BlobWriter>> TransactionImpl::CreateBlob(const Table& table,
+                                                                        std::string_view column) {
+  if (!table) return absl::InvalidArgumentError("CreateBlob: no table given");
+  for (const Column& c : table.schema().columns) {
+    if (c.name != column) continue;
+    if (c.type != ColumnType::kBlob) {
+      return absl::InvalidArgumentError(absl::StrCat("CreateBlob: column ", std::string(column),
+                                                     " of table ", table.schema().name,
+                                                     " is not a BLOB column"));
+    }
+    return NewBlobWriter(/*compressed_target=*/c.zstd_level > 0);
+  }
+  return absl::NotFoundError(absl::StrCat("CreateBlob: table ", table.schema().name,
+                                          " has no column ", std::string(column)));
+}
+
+absl::StatusOr<std::unique_ptr<BlobWriter>> TransactionImpl::NewBlobWriter(
+    bool compressed_target) {
   Statement stmt(this);
   if (absl::Status s = CheckActive(); !s.ok()) return s;
-  absl::StatusOr<uint64_t> id = Blobs()->Create(/*engine_made=*/false);
+  absl::StatusOr<uint64_t> id = Blobs()->Create(/*engine_made=*/false, compressed_target);
   if (!id.ok()) return id.status();
   wrote_ = true;
   return std::unique_ptr<BlobWriter>(new WriterImpl(Blobs(), *id));

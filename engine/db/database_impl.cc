@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/blob/blob_codec.h"
 #include "engine/blob/stored_blobs.h"
 #include "engine/db/db_state.h"
 #include "engine/db/garbage_collector.h"
@@ -60,7 +61,9 @@ std::string EncodeColumns(const std::vector<Column>& cols) {
     util::PutVarint64(&out, c.name.size());
     out += c.name;
     out.push_back(static_cast<char>(c.type));
-    out.push_back(c.nullable ? 1 : 0);
+    // Flags: bit 0 nullable, bit 1 a zstd level byte follows (files without it still read).
+    out.push_back(static_cast<char>((c.nullable ? 1 : 0) | (c.zstd_level > 0 ? 2 : 0)));
+    if (c.zstd_level > 0) out.push_back(static_cast<char>(c.zstd_level));
   }
   return out;
 }
@@ -77,8 +80,16 @@ bool DecodeColumns(std::string_view in, std::vector<Column>* cols) {
     uint8_t t = static_cast<uint8_t>(in[0]);
     if (t < 1 || t > 5) return false;
     c.type = static_cast<ColumnType>(t);
-    c.nullable = in[1] != 0;
+    const uint8_t flags = static_cast<uint8_t>(in[1]);
+    if (flags > 3) return false;
+    c.nullable = (flags & 1) != 0;
     in.remove_prefix(2);
+    if (flags & 2) {
+      if (in.empty()) return false;
+      c.zstd_level = static_cast<uint8_t>(in[0]);
+      in.remove_prefix(1);
+      if (c.zstd_level < 1 || c.zstd_level > blob::kMaxZstdLevel) return false;
+    }
     cols->push_back(std::move(c));
   }
   return in.empty();
@@ -406,6 +417,19 @@ absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
     return absl::InvalidArgumentError("a table needs a name and at least one column");
   }
   for (size_t i = 0; i < schema.columns.size(); ++i) {
+    const Column& c = schema.columns[i];
+    if (c.zstd_level < 0 || c.zstd_level > blob::kMaxZstdLevel) {
+      return absl::InvalidArgumentError(absl::StrCat("table ", schema.name, ": column ", c.name,
+                                                     ": zstd_level ", c.zstd_level,
+                                                     " is not 0 (off) or 1..",
+                                                     blob::kMaxZstdLevel));
+    }
+    if (c.zstd_level > 0 && c.type != ColumnType::kBlob && c.type != ColumnType::kBytes &&
+        c.type != ColumnType::kString) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table ", schema.name, ": column ", c.name,
+          ": only BLOB, string and bytes columns can be compressed (zstd_level)"));
+    }
     for (size_t j = 0; j < i; ++j) {
       if (schema.columns[i].name == schema.columns[j].name) {
         return absl::InvalidArgumentError(absl::StrCat("table ", schema.name, ": column ",

@@ -31,6 +31,8 @@ class TransactionImpl : public Transaction {
   absl::StatusOr<std::unique_ptr<Cursor>> IndexScan(const Index& ix, const Row& lo, const Row& hi,
                                                     bool descending) override;
   absl::StatusOr<std::unique_ptr<BlobWriter>> CreateBlob() override;
+  absl::StatusOr<std::unique_ptr<BlobWriter>> CreateBlob(const Table& table,
+                                                         std::string_view column) override;
   absl::StatusOr<std::unique_ptr<BlobReader>> OpenBlob(BlobId id) override;
   absl::StatusOr<BlobId> Concat(BlobId a, BlobId b) override;
   absl::StatusOr<BlobId> Concat(BlobId a, std::string_view bytes) override;
@@ -125,6 +127,7 @@ class TransactionImpl : public Transaction {
   absl::Status QueueUndoneBlobs(internal::TableState* t, uint64_t rec, txn::UndoKind kind,
                                 const std::string& before, const std::string& removed,
                                 std::vector<record::Unlinked>* unlinked);
+  absl::StatusOr<std::unique_ptr<BlobWriter>> NewBlobWriter(bool compressed_target);
   absl::Status MaterializeBlobs(internal::TableState* t, uint64_t rec, Row* row,
                                 std::vector<page::PageNo>* links);
   // Stores each string/bytes value of `row` at least record::SpillThreshold long as a BLOB of

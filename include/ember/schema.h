@@ -14,6 +14,12 @@ struct Column {
   std::string name;
   ColumnType type = ColumnType::kInt64;
   bool nullable = true;
+  // BLOB, string and bytes columns: the zstd level (1..19) at which the values this column
+  // stores as BLOBs are compressed - every BLOB assigned to it, and strings and bytes too long
+  // for the record. 0 (the default): stored as they are. Reads decompress one 64 KB frame at a
+  // time, so seeks stay cheap. Compression costs CPU on store and read; it pays for text, logs
+  // and documents, not for media that are compressed already (such frames are kept raw).
+  int zstd_level = 0;
 };
 
 struct TableSchema {

@@ -111,6 +111,12 @@ class Transaction {
   // A new temporary BLOB written segment by segment (blob_temp_space 2 keeps it in temp space,
   // 0 and 1 in database pages).
   virtual absl::StatusOr<std::unique_ptr<BlobWriter>> CreateBlob() = 0;
+  // The same for a BLOB meant for `column` of `table` (it may still go anywhere). When that
+  // column is compressed (Column::zstd_level), blob_temp_space 1 keeps the BLOB in temp space
+  // rather than database pages, so only its compressed form is written to the database.
+  // NotFound / InvalidArgument when the table has no such BLOB column.
+  virtual absl::StatusOr<std::unique_ptr<BlobWriter>> CreateBlob(const Table& table,
+                                                                 std::string_view column) = 0;
   virtual absl::StatusOr<std::unique_ptr<BlobReader>> OpenBlob(BlobId id) = 0;
   // A new temporary BLOB: a's bytes then b's (Firebird's `||`: both are copied).
   virtual absl::StatusOr<BlobId> Concat(BlobId a, BlobId b) = 0;
