@@ -45,7 +45,7 @@ void GarbageCollector::Notify(const std::vector<std::pair<uint32_t, uint32_t>>& 
 
 size_t GarbageCollector::queued() const {
   std::lock_guard<std::mutex> g(mu_);
-  return queue_.size();
+  return queue_.size() + in_round_;
 }
 
 absl::Status GarbageCollector::last_error() const {
@@ -67,6 +67,7 @@ absl::Status GarbageCollector::RunOnce() {
         ++it;
       }
     }
+    in_round_ = ready.size();
   }
   absl::Status first;
   std::vector<record::Unlinked> unlinked;
@@ -95,10 +96,9 @@ absl::Status GarbageCollector::RunOnce() {
     if (unlinked.size() >= 4096) flush();
   }
   flush();
-  if (!first.ok()) {
-    std::lock_guard<std::mutex> g(mu_);
-    last_error_ = first;
-  }
+  std::lock_guard<std::mutex> g(mu_);
+  in_round_ = 0;
+  if (!first.ok()) last_error_ = first;
   return first;
 }
 

@@ -32,6 +32,7 @@ class GarbageCollector {
   // Holds off collection rounds while the returned lock is held (waiting for one in flight):
   // CollectGarbage and Validate then see no half-done round (lines unlinked, not yet freed).
   std::unique_lock<std::mutex> Pause() { return std::unique_lock<std::mutex>(run_mu_); }
+  // Pages waiting, plus those of the round in progress (0 only once their garbage is gone).
   size_t queued() const;
   absl::Status last_error() const;
 
@@ -43,6 +44,7 @@ class GarbageCollector {
   std::condition_variable cv_;
   // (table, seq) -> CN at which its garbage becomes collectable (the highest notified).
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> queue_;  // guarded by mu_
+  size_t in_round_ = 0;  // guarded by mu_: pages taken from queue_ by the running round
   bool stop_ = false;                                         // guarded by mu_
   absl::Status last_error_;                                   // guarded by mu_
   std::mutex run_mu_;  // one collection round at a time

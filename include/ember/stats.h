@@ -27,7 +27,7 @@ struct DatabaseStats {
   uint64_t gc_versions_removed = 0;   // back versions and dead versions removed
   uint64_t gc_records_removed = 0;    // deleted records removed entirely
   uint64_t gc_index_entries_removed = 0;
-  uint64_t gc_pages_queued = 0;       // data pages waiting for the background collector now
+  uint64_t gc_pages_queued = 0;       // data pages waiting for (or in) the background collector
 };
 
 // Versions and garbage of one table (Database::GetTableStats walks its pages).
