@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -102,8 +103,15 @@ class RecordingFile : public io::File {
   }
   io::File* base() const { return base_.get(); }
 
+  // Read calls so far (each may cover several pages).
+  uint64_t read_calls() const { return read_calls_.load(); }
   absl::Status Read(uint64_t offset, void* buf, size_t len) override {
+    read_calls_.fetch_add(1);
     return base_->Read(offset, buf, len);
+  }
+  absl::Status ReadBlocks(uint64_t offset, size_t block, std::span<uint8_t* const> bufs) override {
+    read_calls_.fetch_add(1);
+    return base_->ReadBlocks(offset, block, bufs);
   }
   absl::Status Write(uint64_t offset, const void* data, size_t len) override {
     absl::Status s = base_->Write(offset, data, len);
@@ -161,6 +169,7 @@ class RecordingFile : public io::File {
   std::vector<IoEvent> events_;  // guarded by mu_
   int step_ = 0;                 // guarded by mu_
   std::function<void()> hook_;   // guarded by mu_
+  std::atomic<uint64_t> read_calls_{0};
 };
 
 // Index of the first write of `page` at or after step `from` (satisfying `pred`), or -1.

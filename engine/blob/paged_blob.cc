@@ -50,8 +50,17 @@ absl::Status PagedBlob::Read(uint64_t offset, void* buf, size_t n) const {
   }
   const uint32_t cap = page::BlobPageCapacity(cache_->page_size());
   auto* dst = static_cast<uint8_t*>(buf);
+  // The pages this read covers are read ahead together (a BLOB's pages are mostly consecutive
+  // in the file): one read per run instead of one per page.
+  const size_t last = (offset + n - 1) / cap;
+  size_t fetched_until = offset / cap;
   while (n > 0) {
     const size_t pi = offset / cap;
+    if (pi >= fetched_until && last > pi) {
+      const size_t k = std::min(last + 1 - pi, cache::BufferCache::kMaxPrefetch);
+      cache_->Prefetch(std::span<const page::PageNo>(pages_.data() + pi, k));
+      fetched_until = pi + k;
+    }
     const uint32_t in = static_cast<uint32_t>(offset % cap);
     absl::StatusOr<cache::PageRef> p = cache_->Fetch(pages_[pi], LatchMode::kShared);
     if (!p.ok()) return p.status();

@@ -308,7 +308,7 @@ absl::Status BufferCache::WriteClaimed(Frame* f) {
   return Submit(batch);
 }
 
-absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) {
+absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no) {
   Frame* f;
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<Frame*> v;
@@ -371,6 +371,13 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
     f->pins.fetch_add(1, std::memory_order_relaxed);
     f->pins.fetch_sub(kClaimed, std::memory_order_release);
   }
+  return f;
+}
+
+absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) {
+  absl::StatusOr<Frame*> claimed = ClaimFor(no);
+  if (!claimed.ok()) return claimed.status();
+  Frame* f = *claimed;
   absl::Status s;
   if (read) {
     s = file_->Read(uint64_t{no} * opts_.page_size, f->data, opts_.page_size);
@@ -382,13 +389,7 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
     std::memset(f->data, 0, opts_.page_size);
   }
   if (!s.ok()) {
-    {
-      std::lock_guard<std::mutex> g(miss_mu_);
-      UnmapLocked(no);
-      f->page_no.store(kUnmapped, std::memory_order_release);
-    }
-    f->latch.unlock();
-    Unpin(f);
+    AbandonLoad(f, no);
     return s;
   }
   f->valid = true;
@@ -408,6 +409,57 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
   r.page_no_ = no;
   r.mode_ = mode;
   return r;
+}
+
+void BufferCache::AbandonLoad(Frame* f, PageNo no) {
+  {
+    std::lock_guard<std::mutex> g(miss_mu_);
+    UnmapLocked(no);
+    f->page_no.store(kUnmapped, std::memory_order_release);
+  }
+  f->latch.unlock();
+  Unpin(f);
+}
+
+void BufferCache::Prefetch(std::span<const PageNo> pages) {
+  const uint32_t ps = opts_.page_size;
+  // Never more than a small part of the cache, so a read-ahead cannot push out the working set.
+  const size_t limit = std::min<size_t>({pages.size(), kMaxPrefetch, frames_.size() / 8});
+  std::vector<std::pair<PageNo, Frame*>> claimed;
+  claimed.reserve(limit);
+  for (size_t i = 0; i < limit; ++i) {
+    if (Lookup(pages[i]) != nullptr) continue;
+    absl::StatusOr<Frame*> f = ClaimFor(pages[i]);
+    if (f.ok()) claimed.emplace_back(pages[i], *f);
+  }
+  // Runs of consecutive page numbers in one read each; a failed read or a bad page only
+  // unmaps what it covers (the caller's Fetch reads again and reports the error).
+  std::sort(claimed.begin(), claimed.end());
+  std::vector<uint8_t*> bufs;
+  for (size_t i = 0; i < claimed.size();) {
+    size_t j = i + 1;
+    while (j < claimed.size() && claimed[j].first == claimed[j - 1].first + 1) ++j;
+    bufs.clear();
+    for (size_t k = i; k < j; ++k) bufs.push_back(claimed[k].second->data);
+    const absl::Status rs = file_->ReadBlocks(uint64_t{claimed[i].first} * ps, ps, bufs);
+    for (size_t k = i; k < j; ++k) {
+      auto [no, f] = claimed[k];
+      absl::Status s = rs;
+      if (s.ok()) {
+        util::Count(counters_, util::Counter::kReads);
+        s = page::VerifyPage(f->data, ps, no, file_->path().c_str());
+      }
+      if (!s.ok()) {
+        AbandonLoad(f, no);
+        continue;
+      }
+      f->valid = true;
+      f->ref.store(true, std::memory_order_relaxed);
+      f->latch.unlock();
+      Unpin(f);
+    }
+    i = j;
+  }
 }
 
 // ---------------------------------------------------------------- precedence and flushing

@@ -129,6 +129,11 @@ class BufferCache {
   absl::Status FlushTxns(std::span<const uint64_t> txns);
   // Writes the given pages (with prerequisites), same rules.
   absl::Status FlushPages(std::span<const PageNo> pages);
+  // Read-ahead: reads those of `pages` (at most kMaxPrefetch, and an eighth of the cache) that
+  // are not resident, consecutive page numbers in one read each, so that the Fetches that
+  // follow hit. Best effort: errors are left for those Fetches to report.
+  void Prefetch(std::span<const PageNo> pages);
+  static constexpr size_t kMaxPrefetch = 64;
   // Writes every dirty page.
   absl::Status FlushAll();
   // Forgets every cached page without writing (after a simulated crash, or on close after a
@@ -163,6 +168,11 @@ class BufferCache {
   void Latch(Frame* f, LatchMode m);
   void Unlatch(Frame* f, LatchMode m);
   absl::StatusOr<PageRef> Load(PageNo no, LatchMode mode, bool read);
+  // A frame for page `no`: claimed (a victim written out if dirty), mapped to `no`, pinned,
+  // latched exclusively and not yet valid. Aborted if another thread mapped `no` first.
+  absl::StatusOr<Frame*> ClaimFor(PageNo no);
+  // Undoes ClaimFor after its read failed: unmapped, unlatched, unpinned.
+  void AbandonLoad(Frame* f, PageNo no);
   // A victim frame, claimed. Dirty frames qualify only with `take_dirty` and when they may be
   // written now (WriteClaimed then writes them).
   absl::StatusOr<Frame*> ClaimVictim(bool take_dirty);

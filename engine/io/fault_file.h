@@ -35,6 +35,9 @@ class FaultFile : public File {
   uint64_t syncs() const { return syncs_.load(); }
 
   absl::Status Read(uint64_t offset, void* buf, size_t len) override;
+  absl::Status ReadBlocks(uint64_t offset, size_t block, std::span<uint8_t* const> bufs) override {
+    return base_->ReadBlocks(offset, block, bufs);
+  }
   absl::Status Write(uint64_t offset, const void* data, size_t len) override;
   absl::Status WriteBatch(std::span<const WriteRequest> reqs) override;
   absl::Status Sync() override;

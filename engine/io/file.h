@@ -28,6 +28,14 @@ class File {
   // Reads exactly `len` bytes at `offset`. Reading past the end is an OutOfRange error naming
   // the file and the offset (a truncated database), not a short read.
   virtual absl::Status Read(uint64_t offset, void* buf, size_t len) = 0;
+  // Reads `bufs.size()` consecutive blocks of `block` bytes starting at `offset`, block i into
+  // bufs[i] (one preadv where the file supports it). Same errors as Read.
+  virtual absl::Status ReadBlocks(uint64_t offset, size_t block, std::span<uint8_t* const> bufs) {
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      if (absl::Status s = Read(offset + i * block, bufs[i], block); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   virtual absl::Status Write(uint64_t offset, const void* data, size_t len) = 0;
   // Writes all requests; order among them is not defined. Returns the first error.
   virtual absl::Status WriteBatch(std::span<const WriteRequest> reqs) = 0;

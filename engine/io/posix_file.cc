@@ -2,10 +2,12 @@
 // kernel allows it (uring_writer.h) and a pwrite loop otherwise.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -28,6 +30,7 @@ class PosixFile : public File {
   ~PosixFile() override { ::close(fd_); }
 
   absl::Status Read(uint64_t offset, void* buf, size_t len) override;
+  absl::Status ReadBlocks(uint64_t offset, size_t block, std::span<uint8_t* const> bufs) override;
   absl::Status Write(uint64_t offset, const void* data, size_t len) override;
   absl::Status WriteBatch(std::span<const WriteRequest> reqs) override;
   absl::Status Sync() override;
@@ -63,6 +66,30 @@ absl::Status PosixFile::Read(uint64_t offset, void* buf, size_t len) {
                                                 " available)"));
     }
     done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PosixFile::ReadBlocks(uint64_t offset, size_t block, std::span<uint8_t* const> bufs) {
+  std::vector<iovec> iov(bufs.size());
+  for (size_t i = 0; i < bufs.size(); ++i) iov[i] = iovec{bufs[i], block};
+  size_t first = 0;  // first block not yet read whole
+  while (first < iov.size()) {
+    const int cnt = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    const ssize_t n =
+        ::preadv(fd_, iov.data() + first, cnt, static_cast<off_t>(offset + first * block));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "preadv", path_, offset + first * block);
+    }
+    const size_t whole = static_cast<size_t>(n) / block;
+    first += whole;
+    if (static_cast<size_t>(n) % block != 0 || n == 0) {
+      // A short read: the rest block by block, which also reports an end of file.
+      for (; first < iov.size(); ++first) {
+        if (absl::Status s = Read(offset + first * block, bufs[first], block); !s.ok()) return s;
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -202,6 +202,58 @@ TEST_CASE("cache: a corrupt page is DataLoss naming it, a page past the end is O
   CHECK(absl::IsDataLoss(db.cache().Fetch(7, LatchMode::kShared).status()));
 }
 
+TEST_CASE("cache: Prefetch reads runs of pages in one read each, keeps resident pages, and "
+          "leaves bad pages to Fetch",
+          "[cache]") {
+  TestDb db(Opts(256), /*init_pip=*/false);
+  for (PageNo p = 2; p < 60; ++p) MakePage(db.cache(), p, p);
+  REQUIRE_OK(db.cache().FlushAll());
+  std::string p40 = db.DiskPage(40);
+  p40[1000] ^= 0x40;
+  REQUIRE_OK(db.file().Write(uint64_t{40} * kPs, p40.data(), p40.size()));
+  db.Reopen();
+  BufferCache& c = db.cache();
+  RewritePage(c, 5, 555);  // resident and dirty: a prefetch must not replace it
+
+  const uint64_t calls = db.file().read_calls();
+  const uint64_t reads = c.counters().reads;
+  // Two runs (2..21 without the resident 5, and 30..31), out of order and with a duplicate.
+  std::vector<PageNo> want = {31, 30};
+  for (PageNo p = 2; p < 22; ++p) want.push_back(p);
+  want.push_back(30);
+  c.Prefetch(want);
+  CHECK(db.file().read_calls() - calls == 3);  // 2..4, 6..21, 30..31
+  CHECK(c.counters().reads - reads == 21);
+  for (PageNo p : want) {
+    INFO("page " << p);
+    REQUIRE(ReadCheck(c, p, p == 5 ? 555 : p) == "");
+  }
+  CHECK(c.counters().reads - reads == 21);  // every Fetch above hit
+  CHECK(db.file().read_calls() - calls == 3);
+
+  // A run with a corrupt page: the others load, the bad one is left for Fetch to report.
+  std::vector<PageNo> run = {38, 39, 40, 41, 42};
+  c.Prefetch(run);
+  for (PageNo p : {38, 39, 41, 42}) CHECK(ReadCheck(c, p, p) == "");
+  absl::StatusOr<PageRef> bad = c.Fetch(40, LatchMode::kShared);
+  CHECK(absl::IsDataLoss(bad.status()));
+  // Past the end of the file: nothing loads, Fetch reports it, no frame is lost.
+  std::vector<PageNo> past = {1000, 1001, 1002};
+  c.Prefetch(past);
+  CHECK(absl::IsOutOfRange(c.Fetch(1001, LatchMode::kShared).status()));
+  // At most an eighth of the cache per call.
+  db.Reopen();
+  std::vector<PageNo> many;
+  for (PageNo p = 2; p < 60; ++p) many.push_back(p);
+  const uint64_t before = db.cache().counters().reads;
+  db.cache().Prefetch(many);
+  CHECK(db.cache().counters().reads - before == 256 / 8);
+  {
+    std::vector<PageRef> held;  // every frame still usable
+    for (PageNo p = 100; p < 356; ++p) held.push_back(VALUE_OR_FAIL(db.cache().FetchNew(p)));
+  }
+}
+
 TEST_CASE("cache: counters count exactly what happened, per database and per thread sink",
           "[cache]") {
   TestDb db(Opts(16), /*init_pip=*/false);
