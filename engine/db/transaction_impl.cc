@@ -257,7 +257,7 @@ absl::StatusOr<std::vector<IndexState*>> TransactionImpl::AddKeys(TableState* t,
   *changed = false;
   std::vector<IndexState*> check;
   if (t->indexes.empty()) return check;
-  Row old_row;
+  Row& old_row = old_row_scratch_;
   const bool have_old = old_raw && !old_raw->empty() &&
                         record::DecodeRow(*old_raw, t->schema.columns.size(), &old_row).ok();
   std::string key;

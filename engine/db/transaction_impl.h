@@ -150,6 +150,9 @@ class TransactionImpl : public Transaction {
   util::PageCounters counters_;
   util::PageCounters stmt_;
   std::unique_ptr<blob::TxnBlobs> blobs_;
+  // AddKeys decodes the replaced version into this on every update: kept so a mass update does
+  // not allocate a row per record.
+  Row old_row_scratch_;
 };
 
 }  // namespace ember::db
