@@ -168,7 +168,15 @@ uint32_t DpFreeSpace(const uint8_t* page, uint32_t page_size) {
 std::optional<uint16_t> DpInsert(uint8_t* page, uint32_t page_size, std::string_view rec) {
   if (!HeaderSane(page, page_size)) return std::nullopt;
   const uint32_t lc = LineCount(page);
+  // The first free line, two entries per load: a page that only grows (a mass update adding
+  // back versions) has none, and this scan runs for every version pushed down.
   uint32_t line = 0;
+  const uint8_t* entries = page + kDpLinesOffset;
+  static_assert(kDpLineSize == 4);
+  for (; line + 2 <= lc; line += 2) {
+    const uint64_t w = util::Get64(entries + kDpLineSize * line);
+    if ((w & 0xFFFF) == 0 || (w & 0xFFFF00000000) == 0) break;  // an entry's offset is 0
+  }
   while (line < lc && GetLine(page, line).off != 0) ++line;
   if (!InsertImpl(page, page_size, line, rec)) return std::nullopt;
   return static_cast<uint16_t>(line);
