@@ -86,7 +86,7 @@ absl::StatusOr<bool> UndoLog::Record(const RecKey& k, UndoKind kind, std::string
       if (!l.ok()) return l.status();
       loc = *l;
     }
-    top.images.push_back(Image{k, static_cast<uint32_t>(before.size()), loc});
+    top.images.push_back(Image{k.table, static_cast<uint32_t>(before.size()), k.rec, loc});
     c.img |= bit;
   }
   c.has |= bit;
@@ -131,8 +131,8 @@ void UndoLog::ReleaseTop() {
   // clears its bit so that earlier ones for the record are skipped.
   const size_t first = parent.images.size();
   for (auto it = top.images.rbegin(); it != top.images.rend(); ++it) {
-    Chunk* c = top.Find(it->key);
-    const uint64_t bit = BitOf(it->key);
+    Chunk* c = top.Find(it->key());
+    const uint64_t bit = BitOf(it->key());
     if (c == nullptr || (c->img & bit) == 0) continue;
     c->img &= ~bit;
     parent.images.push_back(*it);
@@ -202,11 +202,11 @@ absl::StatusOr<std::vector<UndoAction>> UndoLog::PopForRollback() {
   }
   const size_t first_restore = out.size();
   for (auto it = top.images.rbegin(); it != top.images.rend(); ++it) {
-    Chunk* c = top.Find(it->key);
-    const uint64_t bit = BitOf(it->key);
+    Chunk* c = top.Find(it->key());
+    const uint64_t bit = BitOf(it->key());
     if (c == nullptr || (c->img & bit) == 0) continue;  // stale
     c->img &= ~bit;
-    UndoAction a{it->key, UndoKind::kRestoreOwn, {}};
+    UndoAction a{it->key(), UndoKind::kRestoreOwn, {}};
     if (it->len > 0) {
       if (absl::Status s = ArenaRead(it->loc, it->len, &a.before); !s.ok()) return s;
     }

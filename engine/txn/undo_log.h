@@ -113,11 +113,15 @@ class UndoLog {
     uint64_t has = 0;  // records with an entry
     uint64_t img = 0;  // of those, the ones whose entry is kRestoreOwn
   };
+  // 24 bytes (a RecKey member would pad it to 32): a million-row statement keeps one each.
   struct Image {
-    RecKey key;
+    uint32_t table;
     uint32_t len;  // before-image length
+    uint64_t rec;
     uint64_t loc;  // arena offset of the before-image
+    RecKey key() const { return RecKey{table, rec}; }
   };
+  static_assert(sizeof(Image) == 24);
   struct Level {
     std::string name;
     absl::flat_hash_map<ChunkKey, Chunk> chunks;
