@@ -38,8 +38,7 @@ void UndoLog::Level::Clear() {
   images.clear();
   records = 0;
   arena_mark = 0;
-  last_key = ChunkKey{~0u, ~0ull};
-  last = nullptr;
+  ResetCache();
 }
 
 void UndoLog::Push(std::string name) {
@@ -53,6 +52,7 @@ void UndoLog::Push(std::string name) {
   l.name = std::move(name);
   l.arena_mark = spilling_ ? spill_base_ + spill_size_ : mem_.size();
   levels_.push_back(std::move(l));
+  for (Level& x : levels_) x.ResetCache();  // the push may have moved them all
 }
 
 void UndoLog::Recycle(Level&& l) {
@@ -111,6 +111,7 @@ void UndoLog::Forget(const RecKey& k) {
 void UndoLog::ReleaseTop() {
   Level top = std::move(levels_.back());
   levels_.pop_back();
+  top.ResetCache();
   Level& parent = levels_.back();
   Account();  // the peak is reached just before a merge
   // Entries for records the parent has no entry for move down; the others are dropped (the
@@ -125,8 +126,7 @@ void UndoLog::ReleaseTop() {
     parent.records += static_cast<uint64_t>(std::popcount(moved));
     c.img &= moved;
   }
-  parent.last_key = ChunkKey{~0u, ~0ull};  // the inserts may have moved its chunks
-  parent.last = nullptr;
+  parent.ResetCache();  // the inserts may have moved its chunks
   // The images that move, newest first (an older image of the same record is stale): each one
   // clears its bit so that earlier ones for the record are skipped.
   const size_t first = parent.images.size();
@@ -184,6 +184,7 @@ absl::StatusOr<std::vector<UndoAction>> UndoLog::PopForRollback() {
   Account();
   Level top = std::move(levels_.back());
   levels_.pop_back();
+  top.ResetCache();
   std::vector<UndoAction> out;
   out.reserve(top.records);
   // Removals first: they give back the room that restoring a larger earlier version may need on

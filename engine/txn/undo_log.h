@@ -135,6 +135,11 @@ class UndoLog {
 
     Chunk* Find(const RecKey& k);
     Chunk& Get(const RecKey& k);  // inserts an empty chunk if there is none
+    // After the level moved (a map may keep small tables inline, so `last` may not follow).
+    void ResetCache() {
+      last_key = ChunkKey{~0u, ~0ull};
+      last = nullptr;
+    }
     void Clear();
   };
   static ChunkKey KeyOf(const RecKey& k) { return ChunkKey{k.table, k.rec >> 6}; }
