@@ -2,7 +2,7 @@
 // ../shared/seeds/mass-update-2004.ru.txt). InterBase 7.x and Firebird 1.0 slowed down 30x to
 // 750x when the same rows were updated several times in ONE transaction, because the undo log of
 // the statement savepoints did not scale. EmberDB keeps one undo entry per record per savepoint
-// in a hash map, so every run should cost the same.
+// (bitmaps over record-number chunks plus the before-images), so every run should cost the same.
 //
 //   tools/dev bench mass_update [--rows=10000,100000,1000000] [--index=1|0]
 //                               [--no_savepoint=0,1] [--page_size=4096] [--cache_pages=2048]

@@ -18,7 +18,7 @@ TableCursor::~TableCursor() {
 
 absl::Status TableCursor::Fill() {
   util::ScopedCounterSinks sinks(txn_->Sinks());
-  rows_.clear();
+  nrows_ = 0;
   pos_ = 0;
   const size_t ncols = table_->schema.columns.size();
   std::vector<std::pair<uint64_t, std::string>> raw;
@@ -26,7 +26,7 @@ absl::Status TableCursor::Fill() {
   DatabaseImpl* db = txn_->db();
   const GcPolicy policy = db->options().gc_policy;
   std::vector<uint64_t> garbage;
-  while (rows_.empty() && next_seq_ < table_->relation->PageSequences()) {
+  while (nrows_ == 0 && next_seq_ < table_->relation->PageSequences()) {
     raw.clear();
     garbage.clear();
     const uint32_t seq = next_seq_++;
@@ -51,22 +51,24 @@ absl::Status TableCursor::Fill() {
       }
     }
     for (auto& [rec, body] : raw) {
-      Row row;
+      if (nrows_ == rows_.size()) rows_.emplace_back();
+      auto& [id, row] = rows_[nrows_];
+      id = rec;
       if (absl::Status s = record::DecodeRow(body, ncols, &row); !s.ok()) {
         return absl::DataLossError(absl::StrCat("table ", table_->schema.name, " record ", rec,
                                                 ": ", s.message()));
       }
       if (absl::Status s = txn_->UnspillRow(table_, &row); !s.ok()) return s;
-      rows_.emplace_back(rec, std::move(row));
+      ++nrows_;
     }
   }
   return absl::OkStatus();
 }
 
 absl::Status TableCursor::Next() {
-  if (++pos_ < rows_.size()) return absl::OkStatus();
+  if (++pos_ < nrows_) return absl::OkStatus();
   absl::Status s = Fill();
-  if (!s.ok()) rows_.clear();
+  if (!s.ok()) nrows_ = 0;
   return s;
 }
 

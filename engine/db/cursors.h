@@ -21,7 +21,7 @@ class TableCursor : public Cursor {
   TableCursor(TransactionImpl* txn, internal::TableState* table) : txn_(txn), table_(table) {}
   ~TableCursor() override;  // frees what its garbage collection unlinked (errors dropped)
   absl::Status Start() { return Fill(); }
-  bool Valid() const override { return pos_ < rows_.size(); }
+  bool Valid() const override { return pos_ < nrows_; }
   absl::Status Next() override;
   RecordId id() const override { return RecordId{rows_[pos_].first}; }
   const Row& row() const override { return rows_[pos_].second; }
@@ -32,7 +32,10 @@ class TableCursor : public Cursor {
   TransactionImpl* txn_;
   internal::TableState* table_;
   uint32_t next_seq_ = 0;
+  // The rows of the current page: the first nrows_ are valid. The vector is not shrunk between
+  // pages, so each Row keeps its storage and decoding the next page allocates nothing.
   std::vector<std::pair<uint64_t, Row>> rows_;
+  size_t nrows_ = 0;
   size_t pos_ = 0;
   // Lines unlinked by cooperative garbage collection, freed in batches (one flush each).
   std::vector<record::Unlinked> unlinked_;

@@ -257,7 +257,7 @@ absl::StatusOr<std::vector<IndexState*>> TransactionImpl::AddKeys(TableState* t,
   *changed = false;
   std::vector<IndexState*> check;
   if (t->indexes.empty()) return check;
-  Row old_row;
+  Row& old_row = old_row_scratch_;
   const bool have_old = old_raw && !old_raw->empty() &&
                         record::DecodeRow(*old_raw, t->schema.columns.size(), &old_row).ok();
   std::string key;
@@ -322,12 +322,21 @@ absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const
     return absl::InvalidArgumentError(
         absl::StrCat("table ", p.table->schema.name, ": ", s.message()));
   }
-  p.row = row;
-  if (absl::Status s = MaterializeBlobs(p.table, rec, &p.row, &p.links); !s.ok()) return s;
-  // Long values go out of line; p.row keeps them whole for the index keys.
+  // Only BLOB ids change (temporary ones are stored): without any, the caller's row serves.
+  const bool names_blob = std::any_of(row.begin(), row.end(), [](const Value& v) {
+    const BlobId* b = std::get_if<BlobId>(&v);
+    return b != nullptr && b->value != 0;
+  });
+  if (names_blob) {
+    p.owned = row;
+    if (absl::Status s = MaterializeBlobs(p.table, rec, &p.owned, &p.links); !s.ok()) return s;
+  } else {
+    p.given = &row;
+  }
+  // Long values go out of line; p.row() keeps them whole for the index keys.
   std::vector<uint64_t> spilled;
-  if (absl::Status s = SpillValues(p.table, p.row, &spilled, &p.links); !s.ok()) return s;
-  record::EncodeRow(p.row, &p.raw, spilled.empty() ? nullptr : &spilled);
+  if (absl::Status s = SpillValues(p.table, p.row(), &spilled, &p.links); !s.ok()) return s;
+  record::EncodeRow(p.row(), &p.raw, spilled.empty() ? nullptr : &spilled);
   return p;
 }
 
@@ -349,11 +358,11 @@ absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& 
     // record lock, may still be dropping the old record's entries, which can be ours too.
     std::lock_guard<std::mutex> lock(db_->RecordMutex(t->id, *rec));
     bool changed;
-    absl::StatusOr<std::vector<IndexState*>> u = AddKeys(t, *rec, p->row, nullptr, &changed);
+    absl::StatusOr<std::vector<IndexState*>> u = AddKeys(t, *rec, p->row(), nullptr, &changed);
     if (u.ok()) uniques = std::move(*u);
     s = u.status();
   }
-  if (s.ok()) s = CheckUniques(uniques, *rec, p->row);
+  if (s.ok()) s = CheckUniques(uniques, *rec, p->row());
   if (!s.ok()) {
     if (absl::Status u = UndoCall(t, *rec, nullptr, noted.value_or(false)); !u.ok()) {
       return Doom(u);
@@ -378,7 +387,7 @@ absl::Status TransactionImpl::Update(const Table& table, RecordId id, const Row&
   bool key_changed = false;
   if (s.ok()) {
     absl::StatusOr<std::vector<IndexState*>> u =
-        AddKeys(t, id.value, p->row, &w->old_body, &key_changed);
+        AddKeys(t, id.value, p->row(), &w->old_body, &key_changed);
     if (u.ok()) uniques = std::move(*u);
     s = u.status();
   }
@@ -389,7 +398,7 @@ absl::Status TransactionImpl::Update(const Table& table, RecordId id, const Row&
   }
   if (s.ok() && !w->dead_body.empty()) s = db_->DropKeys(t, id.value, {w->dead_body}, nullptr, id_);
   lock.unlock();
-  if (s.ok()) s = CheckUniques(uniques, id.value, p->row);
+  if (s.ok()) s = CheckUniques(uniques, id.value, p->row());
   if (!s.ok()) {
     if (absl::Status u = UndoCall(t, id.value, &*w, noted.value_or(false)); !u.ok()) {
       return Doom(u);

@@ -75,7 +75,9 @@ class TransactionImpl : public Transaction {
   // and its encoding. REQUIRES: catalog_mu_ held shared (the index list must not change).
   struct PreparedRow {
     internal::TableState* table = nullptr;
-    Row row;
+    const Row* given = nullptr;  // the caller's row, when it names no BLOB (nothing to change)
+    Row owned;                   // else a copy with its temporary BLOBs stored
+    const Row& row() const { return given ? *given : owned; }
     std::vector<page::PageNo> links;
     std::string raw;
   };
@@ -153,6 +155,9 @@ class TransactionImpl : public Transaction {
   util::PageCounters counters_;
   util::PageCounters stmt_;
   std::unique_ptr<blob::TxnBlobs> blobs_;
+  // AddKeys decodes the replaced version into this on every update: kept so a mass update does
+  // not allocate a row per record.
+  Row old_row_scratch_;
 };
 
 }  // namespace ember::db

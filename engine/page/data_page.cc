@@ -168,7 +168,23 @@ uint32_t DpFreeSpace(const uint8_t* page, uint32_t page_size) {
 std::optional<uint16_t> DpInsert(uint8_t* page, uint32_t page_size, std::string_view rec) {
   if (!HeaderSane(page, page_size)) return std::nullopt;
   const uint32_t lc = LineCount(page);
+  // The first free line, eight entries per step: a page that only grows (a mass update adding
+  // back versions) has none, and this scan runs for every version pushed down. A 64-bit load
+  // holds two entries, each offset in the low half of a 32-bit lane; adding 0xFFFF to a lane's
+  // offset carries into bit 16 exactly when the offset is not 0 (a free line).
   uint32_t line = 0;
+  const uint8_t* entries = page + kDpLinesOffset;
+  static_assert(kDpLineSize == 4);
+  constexpr uint64_t kOff = 0x0000FFFF0000FFFFull, kCarry = 0x0001000000010000ull;
+  auto both_used = [&](uint32_t l) {
+    return ((util::Get64(entries + kDpLineSize * l) & kOff) + kOff) & kCarry;
+  };
+  for (; line + 8 <= lc; line += 8) {
+    if ((both_used(line) & both_used(line + 2) & both_used(line + 4) & both_used(line + 6)) !=
+        kCarry) {
+      break;
+    }
+  }
   while (line < lc && GetLine(page, line).off != 0) ++line;
   if (!InsertImpl(page, page_size, line, rec)) return std::nullopt;
   return static_cast<uint16_t>(line);

@@ -263,6 +263,7 @@ absl::StatusOr<std::string> Relation::BuildVersion(uint64_t txn, RecordHeader h,
                                                    PageRef* primary) {
   std::string rec;
   if (h.size() + stored.size() <= inline_limit) {
+    rec.reserve(h.size() + stored.size());  // one allocation, not one per append
     EncodeHeader(h, &rec);
     rec.append(stored);
     return rec;
@@ -341,7 +342,10 @@ absl::StatusOr<VisibleVersion> Relation::ReadChain(PageNo primary_no, const uint
                                                    uint16_t line, const ReadView& view) {
   std::optional<std::string_view> first = page::DpGet(page, ps_, line);
   if (!first) return absl::NotFoundError("no such record");
-  std::string cur(*first);
+  // Versions on the primary page are read in place (the caller holds its latch, and nothing
+  // here changes it); one from another page is copied into `held`.
+  std::string_view cur = *first;
+  std::string held;
   std::string newer_raw;
   for (int hops = 0; hops < kMaxChain; ++hops) {
     RecordHeader h;
@@ -361,11 +365,12 @@ absl::StatusOr<VisibleVersion> Relation::ReadChain(PageNo primary_no, const uint
     if (h.back_page == primary_no) {
       std::optional<std::string_view> b = page::DpGet(page, ps_, h.back_line);
       if (!b) return absl::DataLossError(absl::StrCat("page ", primary_no, ": broken back pointer"));
-      cur.assign(*b);
+      cur = *b;
     } else {
       absl::StatusOr<std::string> b = ReadLine(h.back_page, h.back_line);
       if (!b.ok()) return b.status();
-      cur = std::move(*b);
+      held = std::move(*b);
+      cur = held;
     }
   }
   return absl::DataLossError("version chain loops");
@@ -605,7 +610,10 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   PageRef& P = *pr;
   std::optional<std::string_view> cur = page::DpGet(P.data(), ps_, line);
   if (!cur) return WriteOutcome{WriteOutcome::kNotFound};
-  const std::string head_rec(*cur);
+  // The head in place: read only before the page changes below (afterwards only its size,
+  // head_size, is used).
+  const std::string_view head_rec = *cur;
+  const size_t head_size = head_rec.size();
   RecordHeader h;
   if (!DecodeHeader(head_rec, &h)) {
     return absl::DataLossError(absl::StrCat("page ", *pno, " line ", line, ": corrupt record"));
@@ -731,12 +739,13 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
       body = std::move(delta);
     }
     std::string brec;
+    brec.reserve(bh.size() + body.size());
     EncodeHeader(bh, &brec);
     brec.append(body);
     const size_t new_head_est = nh.size() + std::min<size_t>(stored.size(), ps_ / 4);
     const uint32_t free = page::DpFreeSpace(P.data(), ps_);
     std::optional<uint16_t> same_line;
-    if (free + head_rec.size() >= brec.size() + page::kDpLineSize + new_head_est + 8) {
+    if (free + head_size >= brec.size() + page::kDpLineSize + new_head_est + 8) {
       same_line = page::DpInsert(P.data(), ps_, brec);
     }
     if (same_line) {
@@ -755,7 +764,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   }
   // The new head: inline if it fits in the room the page has, else fragmented with a small
   // inline part.
-  const size_t room = page::DpFreeSpace(P.data(), ps_) + head_rec.size();
+  const size_t room = page::DpFreeSpace(P.data(), ps_) + head_size;
   size_t limit = room > 8 ? room - 8 : 0;
   if (nh.size() + stored.size() > limit) limit = std::min<size_t>(limit, ps_ / 4);
   limit = std::max<size_t>(limit, kRecFragHeaderSize + 16);

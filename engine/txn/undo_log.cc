@@ -2,6 +2,7 @@
 #include "engine/txn/undo_log.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -13,20 +14,50 @@ UndoLog::UndoLog(io::TempSpace* temp, uint64_t memory_limit)
 
 UndoLog::~UndoLog() { ArenaTruncate(0); }
 
-void UndoLog::Push(std::string name) {
-  Level l{std::move(name), {}, spilling_ ? spill_base_ + spill_size_ : mem_.size()};
-  // A map with its capacity kept from an earlier level: a statement over the same rows as the
-  // last one does not grow (rehash) its map again.
-  if (!spare_.empty()) {
-    l.entries = std::move(spare_.back());
-    spare_.pop_back();
-  }
-  levels_.push_back(std::move(l));
+UndoLog::Chunk* UndoLog::Level::Find(const RecKey& k) {
+  const ChunkKey ck = KeyOf(k);
+  if (ck == last_key) return last;
+  auto it = chunks.find(ck);
+  if (it == chunks.end()) return nullptr;
+  last_key = ck;
+  last = &it->second;
+  return last;
 }
 
-void UndoLog::Recycle(absl::flat_hash_map<RecKey, Entry>&& m) {
-  m.clear();
-  if (spare_.size() < 2) spare_.push_back(std::move(m));
+UndoLog::Chunk& UndoLog::Level::Get(const RecKey& k) {
+  const ChunkKey ck = KeyOf(k);
+  if (ck == last_key) return *last;
+  last_key = ck;
+  last = &chunks[ck];  // an insert may move the others, but `last` is the only pointer kept
+  return *last;
+}
+
+void UndoLog::Level::Clear() {
+  name.clear();
+  chunks.clear();
+  images.clear();
+  records = 0;
+  arena_mark = 0;
+  ResetCache();
+}
+
+void UndoLog::Push(std::string name) {
+  // A level with its capacity kept from an earlier one: a statement over the same rows as the
+  // last one does not grow (rehash, reallocate) its chunk map and image vector again.
+  Level l;
+  if (!spare_.empty()) {
+    l = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  l.name = std::move(name);
+  l.arena_mark = spilling_ ? spill_base_ + spill_size_ : mem_.size();
+  levels_.push_back(std::move(l));
+  for (Level& x : levels_) x.ResetCache();  // the push may have moved them all
+}
+
+void UndoLog::Recycle(Level&& l) {
+  l.Clear();
+  if (spare_.size() < 2) spare_.push_back(std::move(l));
 }
 
 int UndoLog::Find(std::string_view name) const {
@@ -36,77 +67,116 @@ int UndoLog::Find(std::string_view name) const {
   return -1;
 }
 
-bool UndoLog::TopHas(const RecKey& k) const {
-  return !levels_.empty() && levels_.back().entries.contains(k);
+bool UndoLog::TopHas(const RecKey& k) {
+  if (levels_.empty()) return false;
+  const Chunk* c = levels_.back().Find(k);
+  return c != nullptr && (c->has & BitOf(k)) != 0;
 }
 
 absl::StatusOr<bool> UndoLog::Record(const RecKey& k, UndoKind kind, std::string_view before) {
   if (!lost_.ok()) return lost_;
-  auto& top = levels_.back().entries;
-  auto [it, added] = top.try_emplace(k, Entry{kind, static_cast<uint32_t>(before.size()), 0});
-  if (!added) return false;
-  if (!before.empty()) {
-    absl::StatusOr<uint64_t> loc = ArenaAppend(before);
-    if (!loc.ok()) {
-      top.erase(it);
-      return loc.status();
+  Level& top = levels_.back();
+  Chunk& c = top.Get(k);
+  const uint64_t bit = BitOf(k);
+  if (c.has & bit) return false;
+  if (kind == UndoKind::kRestoreOwn) {
+    uint64_t loc = 0;
+    if (!before.empty()) {
+      absl::StatusOr<uint64_t> l = ArenaAppend(before);
+      if (!l.ok()) return l.status();
+      loc = *l;
     }
-    it->second.loc = *loc;
+    top.images.push_back(Image{k.table, static_cast<uint32_t>(before.size()), k.rec, loc});
+    c.img |= bit;
   }
+  c.has |= bit;
+  ++top.records;
   Account();
   return true;
 }
 
 void UndoLog::Forget(const RecKey& k) {
-  // (The arena bytes of a forgotten entry stay until the level ends.)
-  if (!levels_.empty()) levels_.back().entries.erase(k);
+  // (The arena bytes and the vector slot of a forgotten image stay until the level ends; the
+  // cleared image bit makes the slot stale.)
+  if (levels_.empty()) return;
+  Level& top = levels_.back();
+  Chunk* c = top.Find(k);
+  const uint64_t bit = BitOf(k);
+  if (c == nullptr || (c->has & bit) == 0) return;
+  c->has &= ~bit;
+  c->img &= ~bit;
+  --top.records;
 }
 
 void UndoLog::ReleaseTop() {
   Level top = std::move(levels_.back());
   levels_.pop_back();
+  top.ResetCache();
   Level& parent = levels_.back();
   Account();  // the peak is reached just before a merge
-  // The arena above the top's mark can be given back when no entry that moves down uses it.
-  bool arena_used = false;
-  if (top.entries.size() > parent.entries.size()) {
-    // Merge the smaller map into the larger: the parent's entries win (their before-images are
-    // older), so they overwrite the top's; the top's map then becomes the parent's.
-    for (auto& [k, e] : parent.entries) top.entries.insert_or_assign(k, e);
-    for (auto& [k, e] : top.entries) {
-      if (e.len > 0 && e.loc >= top.arena_mark) arena_used = true;
-    }
-    std::swap(parent.entries, top.entries);
-  } else {
-    for (auto& [k, e] : top.entries) {
-      if (parent.entries.emplace(k, e).second && e.len > 0) arena_used = true;
-    }
+  // Entries for records the parent has no entry for move down; the others are dropped (the
+  // parent's before-image is older). Per chunk that is a few word operations; afterwards the
+  // top's image bits mark exactly the images that move.
+  for (auto& [ck, c] : top.chunks) {
+    if (c.has == 0) continue;
+    Chunk& pc = parent.chunks[ck];
+    const uint64_t moved = c.has & ~pc.has;
+    pc.has |= moved;
+    pc.img |= c.img & moved;
+    parent.records += static_cast<uint64_t>(std::popcount(moved));
+    c.img &= moved;
   }
-  if (!arena_used) {
-    ArenaTruncate(top.arena_mark);
-  } else {
-    // Some images moved down: copy just those to the mark and give the rest back, so dropped
-    // images of repeated statements do not pile up.
-    std::vector<std::pair<Entry*, std::string>> moved;
-    for (auto& [k, e] : parent.entries) {
-      if (e.len > 0 && e.loc >= top.arena_mark) {
-        std::string bytes;
-        if (!ArenaRead(e.loc, e.len, &bytes).ok()) return;  // keep everything (still valid)
-        moved.emplace_back(&e, std::move(bytes));
-      }
-    }
-    ArenaTruncate(top.arena_mark);
-    for (auto& [e, bytes] : moved) {
-      absl::StatusOr<uint64_t> loc = ArenaAppend(bytes);
-      if (!loc.ok()) {
-        lost_ = loc.status();  // reported by the next Record / PopForRollback
-        e->len = 0;
-        continue;
-      }
-      e->loc = *loc;
-    }
+  parent.ResetCache();  // the inserts may have moved its chunks
+  // The images that move, newest first (an older image of the same record is stale): each one
+  // clears its bit so that earlier ones for the record are skipped.
+  const size_t first = parent.images.size();
+  for (auto it = top.images.rbegin(); it != top.images.rend(); ++it) {
+    Chunk* c = top.Find(it->key());
+    const uint64_t bit = BitOf(it->key());
+    if (c == nullptr || (c->img & bit) == 0) continue;
+    c->img &= ~bit;
+    parent.images.push_back(*it);
   }
-  Recycle(std::move(top.entries));
+  std::reverse(parent.images.begin() + static_cast<std::ptrdiff_t>(first), parent.images.end());
+  CompactMoved(std::span<Image>(parent.images).subspan(first), top.arena_mark);
+  Recycle(std::move(top));
+}
+
+void UndoLog::CompactMoved(std::span<Image> moved, uint64_t mark) {
+  // Every moved image lies at or above `mark` (the arena is a stack), in arena order.
+  uint64_t end = mark;
+  for (const Image& m : moved) {
+    if (m.len > 0) end = std::max(end, m.loc + m.len);
+  }
+  if (!spilling_ || end <= spill_base_) {
+    // All in memory: slide each image down over the dropped ones.
+    uint64_t to = mark;
+    for (Image& m : moved) {
+      if (m.len == 0) continue;
+      if (m.loc != to) std::memmove(mem_.data() + to, mem_.data() + m.loc, m.len);
+      m.loc = to;
+      to += m.len;
+    }
+    ArenaTruncate(to);
+    return;
+  }
+  // Some in temp space: read them out, give the level's arena back and append them again.
+  std::vector<std::string> bytes(moved.size());
+  for (size_t i = 0; i < moved.size(); ++i) {
+    if (moved[i].len == 0) continue;
+    if (!ArenaRead(moved[i].loc, moved[i].len, &bytes[i]).ok()) return;  // keep all (valid)
+  }
+  ArenaTruncate(mark);
+  for (size_t i = 0; i < moved.size(); ++i) {
+    if (moved[i].len == 0) continue;
+    absl::StatusOr<uint64_t> loc = ArenaAppend(bytes[i]);
+    if (!loc.ok()) {
+      lost_ = loc.status();  // reported by the next Record / PopForRollback
+      moved[i].len = 0;
+      continue;
+    }
+    moved[i].loc = *loc;
+  }
 }
 
 absl::StatusOr<std::vector<UndoAction>> UndoLog::PopForRollback() {
@@ -114,24 +184,42 @@ absl::StatusOr<std::vector<UndoAction>> UndoLog::PopForRollback() {
   Account();
   Level top = std::move(levels_.back());
   levels_.pop_back();
+  top.ResetCache();
   std::vector<UndoAction> out;
-  out.reserve(top.entries.size());
-  for (auto& [k, e] : top.entries) {
-    UndoAction a{k, e.kind, {}};
-    if (e.len > 0) {
-      if (absl::Status s = ArenaRead(e.loc, e.len, &a.before); !s.ok()) return s;
-    }
-    out.push_back(std::move(a));
-  }
+  out.reserve(top.records);
   // Removals first: they give back the room that restoring a larger earlier version may need on
   // the same page (rows this level inserted took it). Within each kind, record order makes the
   // page accesses sequential.
-  std::sort(out.begin(), out.end(), [](const UndoAction& a, const UndoAction& b) {
-    if (a.kind != b.kind) return a.kind == UndoKind::kRemoveHead;
-    return a.key.table != b.key.table ? a.key.table < b.key.table : a.key.rec < b.key.rec;
+  std::vector<std::pair<ChunkKey, Chunk>> chunks(top.chunks.begin(), top.chunks.end());
+  std::sort(chunks.begin(), chunks.end(), [](const auto& a, const auto& b) {
+    return a.first.table != b.first.table ? a.first.table < b.first.table
+                                          : a.first.hi < b.first.hi;
   });
+  for (const auto& [ck, c] : chunks) {
+    for (uint64_t bits = c.has & ~c.img; bits != 0; bits &= bits - 1) {
+      const uint64_t rec = (ck.hi << 6) | static_cast<uint64_t>(std::countr_zero(bits));
+      out.push_back(UndoAction{RecKey{ck.table, rec}, UndoKind::kRemoveHead, {}});
+    }
+  }
+  const size_t first_restore = out.size();
+  for (auto it = top.images.rbegin(); it != top.images.rend(); ++it) {
+    Chunk* c = top.Find(it->key());
+    const uint64_t bit = BitOf(it->key());
+    if (c == nullptr || (c->img & bit) == 0) continue;  // stale
+    c->img &= ~bit;
+    UndoAction a{it->key(), UndoKind::kRestoreOwn, {}};
+    if (it->len > 0) {
+      if (absl::Status s = ArenaRead(it->loc, it->len, &a.before); !s.ok()) return s;
+    }
+    out.push_back(std::move(a));
+  }
+  std::sort(out.begin() + static_cast<std::ptrdiff_t>(first_restore), out.end(),
+            [](const UndoAction& a, const UndoAction& b) {
+              return a.key.table != b.key.table ? a.key.table < b.key.table
+                                                : a.key.rec < b.key.rec;
+            });
   ArenaTruncate(top.arena_mark);
-  Recycle(std::move(top.entries));
+  Recycle(std::move(top));
   return out;
 }
 
@@ -216,12 +304,15 @@ void UndoLog::Account() {
 
 UndoStats UndoLog::stats() const {
   UndoStats s;
-  constexpr uint64_t kSlot = sizeof(std::pair<const RecKey, Entry>) + 1;  // + control byte
+  constexpr uint64_t kSlot = sizeof(std::pair<const ChunkKey, Chunk>) + 1;  // + control byte
+  auto level_bytes = [](const Level& l) {
+    return l.chunks.capacity() * kSlot + l.images.capacity() * sizeof(Image);
+  };
   for (const Level& l : levels_) {
-    s.memory_bytes += l.entries.capacity() * kSlot;
-    s.records += l.entries.size();
+    s.memory_bytes += level_bytes(l);
+    s.records += l.records;
   }
-  for (const auto& m : spare_) s.memory_bytes += m.capacity() * kSlot;
+  for (const Level& l : spare_) s.memory_bytes += level_bytes(l);
   s.memory_bytes += mem_.capacity();
   s.spilled_bytes = temp_extents_.size() * kTempExtent;
   s.peak_memory_bytes = std::max(peak_memory_, s.memory_bytes);

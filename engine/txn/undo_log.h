@@ -9,6 +9,15 @@
 // both cost O(records touched), which is what Firebird 1.0 / InterBase 7.1 lacked in the
 // 2004 mass-update experiment.
 //
+// Layout of a savepoint, chosen so a statement over a million rows stays in the CPU caches:
+// which records have an entry, and which of those carry a before-image, are two bitmaps in
+// chunks of 64 consecutive record numbers (a hash map keyed by chunk, so a data page's records
+// share one or two chunks and a scan looks up a chunk once per 64 records, not per record);
+// the before-images themselves are a vector in the order they were taken. A "remove the head"
+// entry thus costs a bit, not a hash slot. Forget clears the bits and leaves the image in the
+// vector: of several images of one record only the last one taken counts, and only while the
+// record's image bit is set (release and rollback walk the vector backwards).
+//
 // Before-images live in an arena: in memory up to `memory_limit` bytes, then in TempSpace
 // extents (the same TempSpace as temporary BLOBs). A savepoint that is released with nothing of
 // its arena still referenced, or rolled back, gives its arena bytes back (the arena is a stack
@@ -18,6 +27,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,8 +81,8 @@ class UndoLog {
   int Find(std::string_view name) const;
 
   // Whether the top savepoint already has an entry for `k` (then a further change to the record
-  // needs no before-image).
-  bool TopHas(const RecKey& k) const;
+  // needs no before-image). Not const: it moves the top level's one-chunk lookup cache.
+  bool TopHas(const RecKey& k);
   // Adds the entry for `k` to the top savepoint unless it has one; true if added.
   // REQUIRES: depth() > 0. ResourceExhausted if the temp space is full.
   absl::StatusOr<bool> Record(const RecKey& k, UndoKind kind, std::string_view before = {});
@@ -89,21 +99,60 @@ class UndoLog {
   UndoStats stats() const;
 
  private:
-  struct Entry {
-    UndoKind kind;
-    uint32_t len;  // before-image length
-    uint64_t loc;  // arena offset of the before-image
+  // 64 consecutive record numbers of one table: bit i is record (hi << 6) + i.
+  struct ChunkKey {
+    uint32_t table;
+    uint64_t hi;
+    bool operator==(const ChunkKey& o) const { return table == o.table && hi == o.hi; }
+    template <typename H>
+    friend H AbslHashValue(H h, const ChunkKey& k) {
+      return H::combine(std::move(h), k.table, k.hi);
+    }
   };
+  struct Chunk {
+    uint64_t has = 0;  // records with an entry
+    uint64_t img = 0;  // of those, the ones whose entry is kRestoreOwn
+  };
+  // 24 bytes (a RecKey member would pad it to 32): a million-row statement keeps one each.
+  struct Image {
+    uint32_t table;
+    uint32_t len;  // before-image length
+    uint64_t rec;
+    uint64_t loc;  // arena offset of the before-image
+    RecKey key() const { return RecKey{table, rec}; }
+  };
+  static_assert(sizeof(Image) == 24);
   struct Level {
     std::string name;
-    absl::flat_hash_map<RecKey, Entry> entries;
-    uint64_t arena_mark;  // arena size when the level was pushed
+    absl::flat_hash_map<ChunkKey, Chunk> chunks;
+    std::vector<Image> images;  // in the order taken; see the file comment for stale ones
+    uint64_t records = 0;       // entries (bits set in `has`)
+    uint64_t arena_mark = 0;    // arena size when the level was pushed
+    // The chunk last looked up: consecutive records share it. Reset whenever `chunks` changes
+    // shape (an insert may move every chunk).
+    ChunkKey last_key{~0u, ~0ull};
+    Chunk* last = nullptr;
+
+    Chunk* Find(const RecKey& k);
+    Chunk& Get(const RecKey& k);  // inserts an empty chunk if there is none
+    // After the level moved (a map may keep small tables inline, so `last` may not follow).
+    void ResetCache() {
+      last_key = ChunkKey{~0u, ~0ull};
+      last = nullptr;
+    }
+    void Clear();
   };
+  static ChunkKey KeyOf(const RecKey& k) { return ChunkKey{k.table, k.rec >> 6}; }
+  static uint64_t BitOf(const RecKey& k) { return uint64_t{1} << (k.rec & 63); }
+
   absl::StatusOr<uint64_t> ArenaAppend(std::string_view bytes);
   absl::Status ArenaRead(uint64_t loc, uint32_t len, std::string* out) const;
   void ArenaTruncate(uint64_t size);
+  // Moves the images that went down from a released level (all at or above `mark`, in arena
+  // order) to `mark`, giving back the bytes of the images that were dropped.
+  void CompactMoved(std::span<Image> moved, uint64_t mark);
   void Account();
-  void Recycle(absl::flat_hash_map<RecKey, Entry>&& m);
+  void Recycle(Level&& l);
 
   io::TempSpace* temp_;
   const uint64_t memory_limit_;
@@ -117,7 +166,7 @@ class UndoLog {
   uint64_t spill_base_ = 0;
   uint64_t spill_size_ = 0;             // bytes used in the temp part
   std::vector<uint64_t> temp_extents_;  // TempSpace offsets
-  std::vector<absl::flat_hash_map<RecKey, Entry>> spare_;  // cleared maps kept for reuse
+  std::vector<Level> spare_;  // cleared levels kept for reuse (their capacity)
   uint64_t peak_arena_ = 0;
   absl::Status lost_;  // an image could not be kept (temp space full): the log is unusable
   uint64_t peak_memory_ = 0;

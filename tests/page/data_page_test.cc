@@ -239,6 +239,31 @@ TEST_CASE("data page: replace shrinking, growing, and not fitting", "[page]") {
   }
 }
 
+TEST_CASE("data page: the lowest empty line is found at every position of a long line array",
+          "[page]") {
+  // DpInsert scans the line array several entries per step; a hole at any position in or after
+  // a step, and two holes in one step, must give the lowest one.
+  const uint32_t ps = 4096;
+  for (int n : {1, 2, 7, 8, 9, 16, 17, 150}) {
+    for (int hole = 0; hole < n; ++hole) {
+      INFO("lines " << n << ", hole " << hole);
+      auto page = NewDataPage(ps);
+      for (int i = 0; i < n; ++i) REQUIRE(DpInsert(page.data(), ps, Rec(8, 'a')) == i);
+      DpDelete(page.data(), ps, static_cast<uint16_t>(hole));
+      if (hole + 1 < n - 1) DpDelete(page.data(), ps, static_cast<uint16_t>(hole + 1));
+      if (hole == n - 1) {
+        // Deleting the last line drops it: the next insert appends at the same number.
+        CHECK(DpInsert(page.data(), ps, "x") == uint16_t(hole));
+        continue;
+      }
+      CHECK(DpInsert(page.data(), ps, "x") == uint16_t(hole));
+      if (hole + 1 < n - 1) CHECK(DpInsert(page.data(), ps, "y") == uint16_t(hole + 1));
+      CHECK(DpInsert(page.data(), ps, "z") == uint16_t(n));  // no hole left: a new line
+      CHECK(DpCheck(page.data(), ps) == "");
+    }
+  }
+}
+
 TEST_CASE("data page: DpInsertAt keeps a chosen line number", "[page]") {
   const uint32_t ps = 4096;
   auto page = NewDataPage(ps);
