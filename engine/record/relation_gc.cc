@@ -326,30 +326,39 @@ absl::Status Relation::GetVersionStats(VersionStats* out) {
     ++out->data_pages;
     if (pages[seq].flags & page::kPpHasGarbage) ++out->garbage_pages;
     if (pages[seq].flags & page::kPpSecondary) continue;
-    std::vector<std::pair<PageNo, uint16_t>> backs;
+    // Each chain is walked with its head page latched, as readers do: the collector unlinks
+    // back versions only under that page's exclusive latch, so none vanishes mid-walk.
     absl::Status s = VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line) {
       RecordHeader h;
       DecodeHeader(*page::DpGet(data, ps_, line), &h);
       ++out->records;
       if (h.flags & kRecDeleted) ++out->delete_stubs;
       if (tm_->StateOf(h.txn) == txn::kCnDead) ++out->dead_heads;
-      if (h.back_page != page::kNoPage) backs.emplace_back(h.back_page, h.back_line);
-      (void)p;
-      return absl::OkStatus();
-    });
-    if (!s.ok()) return s;
-    for (auto [bp, bl] : backs) {
+      PageNo bp = h.back_page;
+      uint16_t bl = h.back_line;
+      std::string held;
       for (int hops = 0; bp != page::kNoPage && hops < kMaxChainWalk; ++hops) {
-        absl::StatusOr<std::string> r = ReadLine(bp, bl);
-        if (!r.ok()) return r.status();
+        std::string_view rec;
+        if (bp == p) {  // on the latched page itself: read in place, never latched twice
+          std::optional<std::string_view> b = page::DpGet(data, ps_, bl);
+          if (!b) return absl::DataLossError(absl::StrCat("page ", p, ": broken back pointer"));
+          rec = *b;
+        } else {
+          absl::StatusOr<std::string> r = ReadLine(bp, bl);
+          if (!r.ok()) return r.status();
+          held = std::move(*r);
+          rec = held;
+        }
         RecordHeader bh;
-        if (!DecodeHeader(*r, &bh)) return absl::DataLossError("corrupt back version");
+        if (!DecodeHeader(rec, &bh)) return absl::DataLossError("corrupt back version");
         ++out->back_versions;
-        out->back_version_bytes += r->size();
+        out->back_version_bytes += rec.size();
         bp = bh.back_page;
         bl = bh.back_line;
       }
-    }
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -769,5 +769,44 @@ TEST_CASE("gc: writers, readers and the background collector together", "[gc][co
   CHECK(rep.index_entries == 2 * all.size());
 }
 
+TEST_CASE("gc: table statistics walk version chains while writers and the collector change them",
+          "[gc]") {
+  // GetTableStats follows back pointers; the collector cuts chains and frees the lines they
+  // pointed at. A walk must never meet a line freed under it (a DataLoss "empty line" before).
+  Fixture f(GcPolicy::kCombined);
+  Model m = f.Seed(300, 40);
+  std::atomic<bool> stop{false};
+  ErrorLog log;
+  std::thread stats([&] {
+    while (!stop.load()) {
+      absl::StatusOr<TableStats> s = f.db->GetTableStats(f.t);
+      if (!s.ok()) {
+        log.Add(s.status().ToString());
+        return;
+      }
+    }
+  });
+  for (int round = 0; round < 30; ++round) {
+    auto txn = f.Begin();
+    int n = 0;
+    for (const auto& [rec, r] : m) {
+      if (++n % 3 != round % 3) continue;
+      Row nr = r;
+      nr[2] = std::string(20 + (round * 7 + n) % 60, static_cast<char>('a' + round % 26));
+      REQUIRE_OK(txn->Update(f.t, RecordId{rec}, nr));
+    }
+    if (round % 4 == 3) {
+      REQUIRE_OK(txn->Rollback());
+    } else {
+      REQUIRE_OK(txn->Commit());
+    }
+    if (round % 5 == 0) REQUIRE_OK(f.db->CollectGarbage());
+  }
+  stop.store(true);
+  stats.join();
+  testing::RequireNoErrors(log);
+  f.RequireValid();
+}
+
 }  // namespace
 }  // namespace ember
