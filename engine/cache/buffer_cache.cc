@@ -308,7 +308,7 @@ absl::Status BufferCache::WriteClaimed(Frame* f) {
   return Submit(batch);
 }
 
-absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no) {
+absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no, bool clean_only) {
   Frame* f;
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<Frame*> v;
@@ -316,13 +316,13 @@ absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no) {
       std::lock_guard<std::mutex> g(miss_mu_);
       if (Lookup(no)) return absl::AbortedError("raced");
       // Clean victims first; a dirty one is written alone, so only once batch cleaning failed.
-      v = ClaimVictim(/*take_dirty=*/attempt >= 2);
+      v = ClaimVictim(/*take_dirty=*/!clean_only && attempt >= 2);
     }
     if (v.ok()) {
       f = *v;
       break;
     }
-    if (attempt >= 16) return v.status();
+    if (attempt >= 16 || clean_only) return v.status();
     CleanForEviction();
     if (attempt > 2) std::this_thread::yield();
   }
@@ -375,7 +375,7 @@ absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no) {
 }
 
 absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) {
-  absl::StatusOr<Frame*> claimed = ClaimFor(no);
+  absl::StatusOr<Frame*> claimed = ClaimFor(no, /*clean_only=*/false);
   if (!claimed.ok()) return claimed.status();
   Frame* f = *claimed;
   absl::Status s;
@@ -427,10 +427,17 @@ void BufferCache::Prefetch(std::span<const PageNo> pages) {
   const size_t limit = std::min<size_t>({pages.size(), kMaxPrefetch, frames_.size() / 8});
   std::vector<std::pair<PageNo, Frame*>> claimed;
   claimed.reserve(limit);
+  // Only clean victims, with no cleaning or writing on the way: this thread holds the latches
+  // of the frames claimed so far, and a Fetch of one of those pages may be waiting for them
+  // while holding a latch a write would need.
   for (size_t i = 0; i < limit; ++i) {
     if (Lookup(pages[i]) != nullptr) continue;
-    absl::StatusOr<Frame*> f = ClaimFor(pages[i]);
-    if (f.ok()) claimed.emplace_back(pages[i], *f);
+    absl::StatusOr<Frame*> f = ClaimFor(pages[i], /*clean_only=*/true);
+    if (f.ok()) {
+      claimed.emplace_back(pages[i], *f);
+    } else if (!absl::IsAborted(f.status())) {
+      break;  // no clean frame left: read what was claimed
+    }
   }
   // Runs of consecutive page numbers in one read each; a failed read or a bad page only
   // unmaps what it covers (the caller's Fetch reads again and reports the error).

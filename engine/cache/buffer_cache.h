@@ -170,7 +170,8 @@ class BufferCache {
   absl::StatusOr<PageRef> Load(PageNo no, LatchMode mode, bool read);
   // A frame for page `no`: claimed (a victim written out if dirty), mapped to `no`, pinned,
   // latched exclusively and not yet valid. Aborted if another thread mapped `no` first.
-  absl::StatusOr<Frame*> ClaimFor(PageNo no);
+  // `clean_only`: only a clean victim, never blocking on cleaning (ResourceExhausted if none).
+  absl::StatusOr<Frame*> ClaimFor(PageNo no, bool clean_only);
   // Undoes ClaimFor after its read failed: unmapped, unlatched, unpinned.
   void AbandonLoad(Frame* f, PageNo no);
   // A victim frame, claimed. Dirty frames qualify only with `take_dirty` and when they may be
