@@ -133,7 +133,9 @@ class BufferCache {
   // are not resident, consecutive page numbers in one read each, so that the Fetches that
   // follow hit. Best effort: errors are left for those Fetches to report.
   void Prefetch(std::span<const PageNo> pages);
-  static constexpr size_t kMaxPrefetch = 64;
+  // Each page being read ahead is latched by the calling thread until its read is done; 32
+  // keeps that well under what lock checkers track per thread (TSan: 64).
+  static constexpr size_t kMaxPrefetch = 32;
   // Writes every dirty page.
   absl::Status FlushAll();
   // Forgets every cached page without writing (after a simulated crash, or on close after a

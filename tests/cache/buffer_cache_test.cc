@@ -248,10 +248,31 @@ TEST_CASE("cache: Prefetch reads runs of pages in one read each, keeps resident 
   const uint64_t before = db.cache().counters().reads;
   db.cache().Prefetch(many);
   CHECK(db.cache().counters().reads - before == 256 / 8);
-  {
-    std::vector<PageRef> held;  // every frame still usable
-    for (PageNo p = 100; p < 356; ++p) held.push_back(VALUE_OR_FAIL(db.cache().FetchNew(p)));
+}
+
+TEST_CASE("cache: Prefetch that fails or finds no clean frame loses no frame", "[cache]") {
+  TestDb db(Opts(16), /*init_pip=*/false);
+  for (PageNo p = 2; p < 40; ++p) MakePage(db.cache(), p, p);
+  REQUIRE_OK(db.cache().FlushAll());
+  std::string p20 = db.DiskPage(20);
+  p20[2000] ^= 0x01;
+  REQUIRE_OK(db.file().Write(uint64_t{20} * kPs, p20.data(), p20.size()));
+  db.Reopen();
+  BufferCache& c = db.cache();
+  for (int round = 0; round < 30; ++round) {
+    std::vector<PageNo> run = {static_cast<PageNo>(19 + round % 3), 20, 1000, 1001};
+    c.Prefetch(run);
+    // Every frame dirty: nothing clean to read into, and Prefetch must not wait for cleaning.
+    if (round % 10 == 9) {
+      for (PageNo p = 100; p < 116; ++p) MakePage(c, p, p);
+      std::vector<PageNo> some = {2, 3, 4};
+      c.Prefetch(some);
+      REQUIRE_OK(c.FlushAll());
+    }
   }
+  CHECK(absl::IsDataLoss(c.Fetch(20, LatchMode::kShared).status()));
+  std::vector<PageRef> held;  // all 16 frames can still be held at once
+  for (PageNo p = 200; p < 216; ++p) held.push_back(VALUE_OR_FAIL(c.FetchNew(p)));
 }
 
 TEST_CASE("cache: counters count exactly what happened, per database and per thread sink",
