@@ -107,8 +107,8 @@ absl::Status TransactionImpl::MaterializeBlobs(internal::TableState* t, uint64_t
       if (!copy.ok()) return copy.status();
       temp = *copy;
     }
-    const int level = i < t->schema.columns.size() ? t->schema.columns[i].zstd_level : 0;
-    absl::StatusOr<uint64_t> stored = Blobs()->Materialize(temp, t->relation.get(), links, level);
+    absl::StatusOr<uint64_t> stored =
+        Blobs()->Materialize(temp, t->relation.get(), links, t->zstd_level(i));
     if (!stored.ok()) return stored.status();
     b->value = *stored;
     wrote_ = true;
@@ -125,8 +125,7 @@ absl::Status TransactionImpl::SpillValues(internal::TableState* t, const Row& ro
     const auto* v = std::get_if<std::string>(&row[i]);
     if (!v || v->size() < threshold) continue;
     if (spilled->empty()) spilled->assign(row.size(), 0);
-    const int level = i < t->schema.columns.size() ? t->schema.columns[i].zstd_level : 0;
-    if (level > 0) {  // compressed straight from the row
+    if (const int level = t->zstd_level(i); level > 0) {  // compressed straight from the row
       absl::StatusOr<uint64_t> stored =
           Blobs()->StoreCompressed(*v, t->relation.get(), links, level);
       if (!stored.ok()) return stored.status();

@@ -44,6 +44,10 @@ struct TableState {
     }
     return false;
   }
+  // The zstd level of column `i` for values it stores out of line (0: uncompressed).
+  int zstd_level(size_t i) const {
+    return i < schema.columns.size() ? schema.columns[i].zstd_level : 0;
+  }
 };
 
 struct IndexState {
