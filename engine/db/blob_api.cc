@@ -1,6 +1,7 @@
 // The BLOB part of TransactionImpl: temporary BLOBs, Concat/Append, streaming reader and
 // writer, and storing temporary BLOBs when a row takes them (see engine/blob/txn_blobs.h).
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "absl/container/flat_hash_set.h"
@@ -116,15 +117,52 @@ absl::Status TransactionImpl::MaterializeBlobs(internal::TableState* t, uint64_t
   return absl::OkStatus();
 }
 
-absl::Status TransactionImpl::SpillValues(internal::TableState* t, const Row& row,
+absl::StatusOr<bool> TransactionImpl::StoredEquals(uint64_t id, std::string_view bytes) {
+  absl::StatusOr<uint64_t> len = Blobs()->Length(id);
+  if (!len.ok()) return len.status();
+  if (*len != bytes.size()) return false;
+  // In pieces, so a value that differs early costs one piece, and memory stays small.
+  constexpr size_t kPiece = 64 * 1024;
+  std::string piece(std::min(kPiece, bytes.size()), '\0');
+  for (size_t off = 0; off < bytes.size(); off += kPiece) {
+    const size_t n = std::min(kPiece, bytes.size() - off);
+    if (absl::Status s = Blobs()->Read(id, off, piece.data(), n); !s.ok()) return s;
+    if (std::memcmp(piece.data(), bytes.data() + off, n) != 0) return false;
+  }
+  return true;
+}
+
+absl::Status TransactionImpl::SpillValues(internal::TableState* t, const Row& row, uint64_t rec,
                                           std::vector<uint64_t>* spilled,
                                           std::vector<page::PageNo>* links) {
   spilled->clear();
   const size_t threshold = record::SpillThreshold(db_->cache()->page_size());
+  std::optional<Row> replaced;  // the version an update replaces, read on first need
   for (size_t i = 0; i < row.size(); ++i) {
     const auto* v = std::get_if<std::string>(&row[i]);
     if (!v || v->size() < threshold) continue;
     if (spilled->empty()) spilled->assign(row.size(), 0);
+    if (rec != 0) {
+      // An update that leaves a long value as it was keeps its BLOB (a version may keep the
+      // BLOBs of the version it replaces) instead of storing the bytes again: one read, no
+      // write now and nothing for the collector to free later.
+      if (!replaced) {
+        replaced.emplace();
+        absl::StatusOr<record::VisibleVersion> cur = t->relation->Read(rec, View());
+        if (cur.ok() && cur->exists) {
+          (void)record::DecodeRow(cur->body, t->schema.columns.size(), &*replaced);
+        }
+      }
+      const auto* old = i < replaced->size() ? std::get_if<BlobId>(&(*replaced)[i]) : nullptr;
+      if (old && old->value != 0 && !blob::IsTemp(old->value)) {
+        absl::StatusOr<bool> same = StoredEquals(old->value, *v);
+        if (!same.ok()) return same.status();
+        if (*same) {
+          (*spilled)[i] = old->value;
+          continue;
+        }
+      }
+    }
     if (const int level = t->zstd_level(i); level > 0) {  // compressed straight from the row
       absl::StatusOr<uint64_t> stored =
           Blobs()->StoreCompressed(*v, t->relation.get(), links, level);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "ember/database.h"
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
@@ -48,6 +49,9 @@ struct TableState {
   int zstd_level(size_t i) const {
     return i < schema.columns.size() ? schema.columns[i].zstd_level : 0;
   }
+  // Adds the stored BLOBs of this table that raw row `raw` names (BLOB fields and values kept
+  // out of line) to `ids`.
+  void AddBlobIds(std::string_view raw, absl::flat_hash_set<uint64_t>* ids) const;
 };
 
 struct IndexState {

@@ -178,31 +178,17 @@ absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
   return absl::OkStatus();
 }
 
-namespace {
-// The stored BLOBs a raw row names (BLOB fields and values kept out of line).
-void AddBlobIds(std::string_view raw, size_t ncols, absl::flat_hash_set<uint64_t>* ids) {
-  Row row;
-  if (!record::DecodeRow(raw, ncols, &row).ok()) return;
-  for (const Value& v : row) {
-    if (const auto* b = std::get_if<BlobId>(&v); b && b->value != 0 && !blob::IsTemp(b->value)) {
-      ids->insert(b->value);
-    }
-  }
-}
-}  // namespace
-
 void DatabaseImpl::QueueBlobFrees(const TableState* t, const std::vector<std::string>& going,
                                   const std::vector<std::string>& staying, page::PageNo from,
                                   page::PageNo from2, std::vector<record::Unlinked>* unlinked) {
   if (!t->names_blobs()) return;
-  const size_t ncols = t->schema.columns.size();
   absl::flat_hash_set<uint64_t> gone;
-  for (const std::string& raw : going) AddBlobIds(raw, ncols, &gone);
+  for (const std::string& raw : going) t->AddBlobIds(raw, &gone);
   if (gone.empty()) return;
   absl::flat_hash_set<uint64_t> kept;
-  for (const std::string& raw : staying) AddBlobIds(raw, ncols, &kept);
+  for (const std::string& raw : staying) t->AddBlobIds(raw, &kept);
   for (uint64_t id : gone) {
-    if (kept.contains(id) || blob::IdRelation(id) != t->id) continue;
+    if (kept.contains(id)) continue;
     record::Unlinked u;
     u.from = from;
     u.from2 = from2;

@@ -74,6 +74,17 @@ uint64_t EntryRecord(std::string_view entry) {
   return r;
 }
 
+void TableState::AddBlobIds(std::string_view raw, absl::flat_hash_set<uint64_t>* ids) const {
+  Row row;
+  if (!record::DecodeRow(raw, schema.columns.size(), &row).ok()) return;
+  for (const Value& v : row) {
+    if (const auto* b = std::get_if<BlobId>(&v);
+        b && b->value != 0 && !blob::IsTemp(b->value) && blob::IdRelation(b->value) == id) {
+      ids->insert(b->value);
+    }
+  }
+}
+
 }  // namespace internal
 
 namespace db {
@@ -335,7 +346,7 @@ absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const
   }
   // Long values go out of line; p.row() keeps them whole for the index keys.
   std::vector<uint64_t> spilled;
-  if (absl::Status s = SpillValues(p.table, p.row(), &spilled, &p.links); !s.ok()) return s;
+  if (absl::Status s = SpillValues(p.table, p.row(), rec, &spilled, &p.links); !s.ok()) return s;
   record::EncodeRow(p.row(), &p.raw, spilled.empty() ? nullptr : &spilled);
   return p;
 }
@@ -405,6 +416,8 @@ absl::Status TransactionImpl::Update(const Table& table, RecordId id, const Row&
     }
     return s;
   }
+  if (w->old_was_own) NoteDroppedBlobs(t, id.value, w->old_body, &p->raw);
+  if (!w->dead_body.empty()) NoteDroppedBlobs(t, id.value, w->dead_body, &p->raw);
   return absl::OkStatus();
 }
 
@@ -429,6 +442,8 @@ absl::Status TransactionImpl::Delete(const Table& table, RecordId id) {
     }
     return s;
   }
+  if (w->old_was_own) NoteDroppedBlobs(t, id.value, w->old_body, nullptr);
+  if (!w->dead_body.empty()) NoteDroppedBlobs(t, id.value, w->dead_body, nullptr);
   return absl::OkStatus();
 }
 

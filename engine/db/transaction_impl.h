@@ -121,21 +121,35 @@ class TransactionImpl : public Transaction {
   absl::Status CheckUnique(internal::IndexState* ix, std::string_view key, uint64_t self_rec);
   absl::Status WaitOrConflict(uint64_t other, const char* what, bool* retry);
   blob::TxnBlobs* Blobs();
+  // After undoing a version of `rec` (ApplyUndo): queues the stored BLOBs only `removed` named.
+  absl::Status QueueUndoneBlobs(internal::TableState* t, uint64_t rec, const std::string& removed,
+                                std::vector<record::Unlinked>* unlinked);
+  // A version of ours was replaced in place (`gone`: our own earlier version, or a rolled-back
+  // one written over) by `replacing` (null: a delete). The stored BLOBs only `gone` named are
+  // remembered: garbage collection sees only versions still in a chain, so nothing else would
+  // free them, and an undo image may still bring them back until the transaction ends.
+  void NoteDroppedBlobs(internal::TableState* t, uint64_t rec, const std::string& gone,
+                        const std::string* replacing);
+  // At transaction end, while its versions still hold their records (so neither a writer nor
+  // the collector can change those chains): frees the remembered BLOBs that no version of
+  // their record names now and no undo has freed already. Best effort: one it cannot free
+  // stays an orphan for Validate.
+  absl::Status FreeDroppedBlobs();
+  absl::StatusOr<std::unique_ptr<BlobWriter>> NewBlobWriter(bool compressed_target);
   // Stores the temporary BLOBs among `row`'s BLOB fields; `links` gets the pages the record
   // must follow to disk. A stored BLOB belongs to one record, so a stored id the record's
   // current version (`rec`, 0 for a new record) does not name is stored again as a copy:
   // garbage collection can then free a BLOB with the last version naming it.
-  // After undoing a version of `rec` (ApplyUndo): queues the stored BLOBs only `removed` named.
-  absl::Status QueueUndoneBlobs(internal::TableState* t, uint64_t rec, txn::UndoKind kind,
-                                const std::string& before, const std::string& removed,
-                                std::vector<record::Unlinked>* unlinked);
-  absl::StatusOr<std::unique_ptr<BlobWriter>> NewBlobWriter(bool compressed_target);
   absl::Status MaterializeBlobs(internal::TableState* t, uint64_t rec, Row* row,
                                 std::vector<page::PageNo>* links);
   // Stores each string/bytes value of `row` at least record::SpillThreshold long as a BLOB of
   // table `t` (ids in `spilled`, one entry per value, 0 = inline); `links` as above.
-  absl::Status SpillValues(internal::TableState* t, const Row& row,
+  // `rec`: the record an update replaces (0 for an insert); a value equal to the one that
+  // version stores keeps its BLOB.
+  absl::Status SpillValues(internal::TableState* t, const Row& row, uint64_t rec,
                            std::vector<uint64_t>* spilled, std::vector<page::PageNo>* links);
+  // Whether stored BLOB `id` holds exactly `bytes`.
+  absl::StatusOr<bool> StoredEquals(uint64_t id, std::string_view bytes);
   absl::Status EndBlobs();
 
   DatabaseImpl* db_;
@@ -155,6 +169,15 @@ class TransactionImpl : public Transaction {
   util::PageCounters counters_;
   util::PageCounters stmt_;
   std::unique_ptr<blob::TxnBlobs> blobs_;
+  struct DroppedBlob {
+    uint32_t table;
+    uint64_t rec;
+    uint64_t blob;
+    auto operator<=>(const DroppedBlob&) const = default;
+  };
+  std::vector<DroppedBlob> dropped_blobs_;       // see NoteDroppedBlobs
+  absl::flat_hash_set<uint64_t> undone_blobs_;  // queued for freeing by an undo (while any
+                                                // dropped BLOB is remembered)
   // AddKeys decodes the replaced version into this on every update: kept so a mass update does
   // not allocate a row per record.
   Row old_row_scratch_;

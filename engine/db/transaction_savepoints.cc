@@ -1,5 +1,7 @@
 // TransactionImpl: statements, savepoints, rollback through the undo log, commit (see
 // transaction_impl.h and engine/txn/undo_log.h).
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/db/transaction_impl.h"
@@ -45,7 +47,7 @@ absl::Status TransactionImpl::ApplyUndo(TableState* t, uint64_t rec, txn::UndoKi
   }
   if (removed.empty()) return absl::OkStatus();
   if (t->names_blobs()) {
-    if (absl::Status s = QueueUndoneBlobs(t, rec, kind, before, removed, unlinked); !s.ok()) {
+    if (absl::Status s = QueueUndoneBlobs(t, rec, removed, unlinked); !s.ok()) {
       return s;
     }
   }
@@ -53,26 +55,91 @@ absl::Status TransactionImpl::ApplyUndo(TableState* t, uint64_t rec, txn::UndoKi
   return db_->DropKeys(t, rec, {removed}, nullptr, id_);
 }
 
-absl::Status TransactionImpl::QueueUndoneBlobs(TableState* t, uint64_t rec, txn::UndoKind kind,
-                                               const std::string& before,
+absl::Status TransactionImpl::QueueUndoneBlobs(TableState* t, uint64_t rec,
                                                const std::string& removed,
                                                std::vector<record::Unlinked>* unlinked) {
-  // BLOBs only the removed version named go once the record's page is written. What stays: the
-  // restored version, or whatever version is now newest.
+  // BLOBs only the removed version named go once the record's page is written. What stays:
+  // every version left in the chain (the restored one included), not just the newest: a
+  // read-committed writer that waited may have kept a BLOB of a version under a newer one.
   std::vector<std::string> staying;
-  if (kind == txn::UndoKind::kRemoveHead) {
-    absl::Status s = t->relation->ForEachVersion(
-        rec, [&](uint64_t, bool deleted, std::string_view raw) {
-          if (!deleted) staying.emplace_back(raw);
-          return false;
-        });
-    if (!s.ok() && !absl::IsNotFound(s)) return s;
-  } else {
-    staying.push_back(before);
-  }
+  absl::Status s = t->relation->ForEachVersion(
+      rec, [&](uint64_t, bool deleted, std::string_view raw) {
+        if (!deleted) staying.emplace_back(raw);
+        return true;
+      });
+  if (!s.ok() && !absl::IsNotFound(s)) return s;
   absl::StatusOr<page::PageNo> p = t->relation->RecordPage(rec);
-  if (p.ok()) db_->QueueBlobFrees(t, {removed}, staying, *p, page::kNoPage, unlinked);
+  if (!p.ok()) return absl::OkStatus();
+  const size_t first = unlinked->size();
+  db_->QueueBlobFrees(t, {removed}, staying, *p, page::kNoPage, unlinked);
+  if (!dropped_blobs_.empty()) {  // FreeDroppedBlobs must not free these a second time
+    for (size_t i = first; i < unlinked->size(); ++i) undone_blobs_.insert((*unlinked)[i].blob);
+  }
   return absl::OkStatus();
+}
+
+void TransactionImpl::NoteDroppedBlobs(TableState* t, uint64_t rec, const std::string& gone,
+                                       const std::string* replacing) {
+  if (gone.empty() || !t->names_blobs()) return;
+  absl::flat_hash_set<uint64_t> ids;
+  t->AddBlobIds(gone, &ids);
+  if (ids.empty()) return;
+  absl::flat_hash_set<uint64_t> kept;
+  if (replacing) t->AddBlobIds(*replacing, &kept);
+  for (uint64_t id : ids) {
+    if (!kept.contains(id)) dropped_blobs_.push_back({t->id, rec, id});
+  }
+}
+
+absl::Status TransactionImpl::FreeDroppedBlobs() {
+  if (dropped_blobs_.empty()) return absl::OkStatus();
+  std::vector<DroppedBlob> dropped = std::move(dropped_blobs_);
+  dropped_blobs_.clear();
+  std::sort(dropped.begin(), dropped.end());
+  dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
+  std::shared_lock<std::shared_mutex> cat(db_->catalog_mu_);
+  absl::Status result;
+  size_t i = 0;
+  while (i < dropped.size()) {
+    TableState* t = db_->TableByIdLocked(dropped[i].table);
+    std::vector<record::Unlinked> unlinked;
+    size_t end = i;
+    while (end < dropped.size() && dropped[end].table == dropped[i].table) ++end;
+    while (t && i < end) {
+      const uint64_t rec = dropped[i].rec;
+      size_t next = i;
+      while (next < end && dropped[next].rec == rec) ++next;
+      // Every version still in the chain keeps its BLOBs (the collector or an undo frees those
+      // with the version); ours still head the chain, or the chain is back to what the
+      // transaction found, whose versions our horizon keeps from the collector.
+      absl::flat_hash_set<uint64_t> named;
+      std::lock_guard<std::mutex> g(db_->RecordMutex(t->id, rec));
+      absl::Status s = t->relation->ForEachVersion(
+          rec, [&](uint64_t, bool deleted, std::string_view raw) {
+            if (!deleted) t->AddBlobIds(raw, &named);
+            return true;
+          });
+      absl::StatusOr<page::PageNo> page = t->relation->RecordPage(rec);
+      if (!page.ok()) s = page.status();
+      if (!s.ok() && !absl::IsNotFound(s)) {
+        result.Update(s);
+      } else if (page.ok()) {
+        for (; i < next; ++i) {
+          const uint64_t id = dropped[i].blob;
+          if (named.contains(id) || undone_blobs_.contains(id)) continue;
+          record::Unlinked u;
+          u.from = *page;  // the record's page on disk must stop naming it first
+          u.blob = id;
+          unlinked.push_back(u);
+        }
+      }
+      i = next;
+    }
+    if (!unlinked.empty()) result.Update(t->relation->FreeUnlinked(&unlinked, id_));
+    i = end;
+  }
+  undone_blobs_.clear();
+  return result;
 }
 
 absl::Status TransactionImpl::RollbackTop() {
@@ -185,6 +252,7 @@ absl::Status TransactionImpl::Commit() {
   Statement stmt(this);
   if (absl::Status s = CheckActive(); !s.ok()) return s;
   if (absl::Status b = EndBlobs(); !b.ok()) return b;
+  (void)FreeDroppedBlobs();  // best effort: what it cannot free stays an orphan for Validate
   absl::Status s = wrote_ ? db_->txns_->Commit(id_) : db_->txns_->CommitNoWrites(id_);
   state_ = s.ok() ? State::kCommitted : State::kFailed;
   undo_.reset();
@@ -208,10 +276,14 @@ absl::Status TransactionImpl::Rollback() {
     absl::Status s;
     while (s.ok() && undo_->depth() > 0) s = RollbackTop();
     undo_.reset();
-    if (s.ok()) s = db_->txns_->Commit(id_, /*counted=*/false);
+    if (s.ok()) {
+      (void)FreeDroppedBlobs();  // as in Commit
+      s = db_->txns_->Commit(id_, /*counted=*/false);
+    }
     if (s.ok()) return s;
   }
   undo_.reset();
+  (void)FreeDroppedBlobs();  // our dead versions still head their chains
   absl::Status s = db_->txns_->MarkDead(id_);
   HandPagesToCollector(0);  // dead versions are garbage at once
   return s;

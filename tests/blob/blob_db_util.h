@@ -186,6 +186,9 @@ inline void RequireCleanValidate(Database* d, bool allow_unreachable = false) {
                                        ? ""
                                        : " first: " + std::to_string(rep.unreachable_pages[0])));
     REQUIRE(rep.unreachable_pages.empty());
+    // Without a crash every stored BLOB is named by a version or was freed with the last one.
+    INFO("orphan BLOBs: " << rep.orphan_blobs.size());
+    REQUIRE(rep.orphan_blobs.empty());
   }
 }
 
