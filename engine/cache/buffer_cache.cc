@@ -567,7 +567,7 @@ bool BufferCache::AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& b
       }
       batch.sync_epoch = std::max(batch.sync_epoch, sync_epoch);
       item.seq = f->mod_seq;
-      item.bytes = std::make_unique<uint8_t[]>(ps);
+      item.bytes = std::make_unique_for_overwrite<uint8_t[]>(ps);  // the memcpy fills it
       std::memcpy(item.bytes.get(), f->data, ps);
       page::SealPage(item.bytes.get(), ps);
       batch.copied[f] = item.seq;

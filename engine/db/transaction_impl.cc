@@ -162,11 +162,12 @@ absl::Status TransactionImpl::WaitOrConflict(uint64_t other, const char* what, b
   return absl::OkStatus();
 }
 
-void TransactionImpl::NotePage(TableState* t, uint64_t rec) {
+void TransactionImpl::NotePage(TableState* t, uint64_t rec, bool insert) {
   const std::pair<uint32_t, uint32_t> p{t->id, page::RecordDpSequence(rec)};
-  if (p == last_page_) return;
-  last_page_ = p;
-  pages_.insert(p);
+  auto& last = insert ? last_insert_page_ : last_page_;
+  if (p == last) return;
+  last = p;
+  (insert ? insert_pages_ : pages_).insert(p);
 }
 
 absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
@@ -180,7 +181,7 @@ absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
     switch (w->code) {
       case record::WriteOutcome::kDone:
         wrote_ = true;
-        NotePage(t, rec);
+        NotePage(t, rec, /*insert=*/false);
         return w;
       case record::WriteOutcome::kNotFound:
         return absl::NotFoundError(absl::StrCat("table ", t->schema.name, " record ", rec,
@@ -281,9 +282,14 @@ absl::StatusOr<std::vector<IndexState*>> TransactionImpl::AddKeys(TableState* t,
     }
     const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
     *changed = true;
-    absl::Status s = ix->tree->Insert(internal::IndexEntry(key, rec), rec, id_);
+    // A unique key whose entry went in with no entry of the same key around it needs no
+    // check: a writer of the same key after us will find ours.
+    const bool unique = ix->schema.unique && !has_null;
+    bool alone = false;
+    absl::Status s = ix->tree->Insert(internal::IndexEntry(key, rec), rec, id_, key.size(),
+                                      unique ? &alone : nullptr);
     if (!s.ok() && !absl::IsAlreadyExists(s)) return s;
-    if (ix->schema.unique && !has_null) check.push_back(ix);
+    if (unique && !alone) check.push_back(ix);
   }
   return check;
 }
@@ -360,7 +366,7 @@ absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& 
   absl::StatusOr<uint64_t> rec = t->relation->Insert(id_, p->raw, p->links);
   if (!rec.ok()) return rec.status();
   wrote_ = true;
-  NotePage(t, *rec);
+  NotePage(t, *rec, /*insert=*/true);
   absl::StatusOr<bool> noted = NoteChange(t, *rec, nullptr);
   absl::Status s = noted.status();
   std::vector<IndexState*> uniques;

@@ -114,10 +114,11 @@ class TransactionImpl : public Transaction {
   absl::Status RollbackTop();
   // Marks the transaction doomed after a failure it cannot undo.
   absl::Status Doom(const absl::Status& cause);
-  void NotePage(internal::TableState* t, uint64_t rec);
-  // Gives the pages this transaction changed to the background collector (if there is one),
-  // collectable once the horizon reaches `cn`.
-  void HandPagesToCollector(uint64_t cn);
+  void NotePage(internal::TableState* t, uint64_t rec, bool insert);
+  // Gives the pages where this transaction left garbage to the background collector (if there
+  // is one), collectable once the horizon reaches `cn`: those it updated or deleted on, and with
+  // `dead` those it inserted on too (a committed insert leaves no garbage).
+  void HandPagesToCollector(uint64_t cn, bool dead);
   absl::Status CheckUnique(internal::IndexState* ix, std::string_view key, uint64_t self_rec);
   absl::Status WaitOrConflict(uint64_t other, const char* what, bool* retry);
   blob::TxnBlobs* Blobs();
@@ -162,10 +163,12 @@ class TransactionImpl : public Transaction {
   uint64_t changes_ = 0;              // successful record changes (to tell if a statement did any)
   std::unique_ptr<txn::UndoLog> undo_;  // null with no_savepoint
   std::string doomed_;                // why the transaction can only be rolled back
-  // Data pages this transaction changed (table, page sequence): handed to the background
-  // garbage collector at commit (and at a rollback that leaves dead versions).
+  // Data pages this transaction updated or deleted on, and inserted on (table, page
+  // sequence): see HandPagesToCollector.
   absl::flat_hash_set<std::pair<uint32_t, uint32_t>> pages_;
+  absl::flat_hash_set<std::pair<uint32_t, uint32_t>> insert_pages_;
   std::pair<uint32_t, uint32_t> last_page_{~0u, ~0u};
+  std::pair<uint32_t, uint32_t> last_insert_page_{~0u, ~0u};
   util::PageCounters counters_;
   util::PageCounters stmt_;
   std::unique_ptr<blob::TxnBlobs> blobs_;

@@ -241,7 +241,11 @@ UndoLogStats TransactionImpl::undo_stats() const {
 
 // ---------------------------------------------------------------- end
 
-void TransactionImpl::HandPagesToCollector(uint64_t cn) {
+void TransactionImpl::HandPagesToCollector(uint64_t cn, bool dead) {
+  if (dead) {
+    pages_.insert(insert_pages_.begin(), insert_pages_.end());
+  }
+  insert_pages_.clear();
   if (pages_.empty() || !db_->gc()) return;
   std::vector<std::pair<uint32_t, uint32_t>> pages(pages_.begin(), pages_.end());
   db_->gc()->Notify(pages, cn);
@@ -256,7 +260,7 @@ absl::Status TransactionImpl::Commit() {
   absl::Status s = wrote_ ? db_->txns_->Commit(id_) : db_->txns_->CommitNoWrites(id_);
   state_ = s.ok() ? State::kCommitted : State::kFailed;
   undo_.reset();
-  if (s.ok()) HandPagesToCollector(db_->txns_->StateOf(id_));
+  if (s.ok()) HandPagesToCollector(db_->txns_->StateOf(id_), /*dead=*/false);
   return s;
 }
 
@@ -285,7 +289,7 @@ absl::Status TransactionImpl::Rollback() {
   undo_.reset();
   (void)FreeDroppedBlobs();  // our dead versions still head their chains
   absl::Status s = db_->txns_->MarkDead(id_);
-  HandPagesToCollector(0);  // dead versions are garbage at once
+  HandPagesToCollector(0, /*dead=*/true);  // dead versions are garbage at once
   return s;
 }
 

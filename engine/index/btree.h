@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
+#include "engine/page/btree_page.h"
 
 namespace ember::index {
 
@@ -47,7 +48,12 @@ class BTree {
 
   // Inserts `key` -> `value`, the leaf marked for `txn` (pages a split changes are marked for
   // the engine, txn 0, so every commit writes them). AlreadyExists if the exact key is present.
-  absl::Status Insert(std::string_view key, uint64_t value, uint64_t txn);
+  // With `alone`: set to true only when, as the entry went in, no other entry of the tree
+  // began with the first `prefix` bytes of `key` (seen from its neighbours in the leaf and the
+  // leaf's fence, under the leaf's latch); false when that would take a second look. A unique
+  // index checks its key this way without a second descent in the common case.
+  absl::Status Insert(std::string_view key, uint64_t value, uint64_t txn, size_t prefix = 0,
+                      bool* alone = nullptr);
   // Removes the exact key. NotFound if absent. (Pages are not merged; empty leaves stay linked.)
   absl::Status Remove(std::string_view key, uint64_t txn);
 
@@ -92,6 +98,10 @@ class BTree {
 
  private:
   struct Impl;
+  // For Insert's `alone`: whether the neighbours of `slot` in `leaf` show no other entry
+  // beginning with key[0, prefix).
+  bool AloneInLeaf(const uint8_t* leaf, const page::BtreeHeader& h, const page::BtreeSlot& slot,
+                   std::string_view key, size_t prefix) const;
   cache::BufferCache* cache_;
   cache::PageSpace* space_;
   page::PageNo root_;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <sys/uio.h>
+
 #include <cerrno>
 #include <vector>
 
@@ -13,14 +15,19 @@ namespace {
 // retrying on every file open would only repeat the failing syscall.
 std::atomic<bool> g_uring_refused{false};
 
-// io_uring_prep_write takes an unsigned length; bigger requests are finished by resubmission.
-constexpr size_t kMaxChunk = size_t{1} << 30;
+// A writev SQE's length is a signed int in the kernel's accounting; runs stay well below it.
+constexpr size_t kMaxRunBytes = size_t{1} << 30;
+// Iovecs per writev (the kernel's UIO_MAXIOV).
+constexpr size_t kMaxRunIovs = 1024;
 
-struct Work {
-  const WriteRequest* req;
-  size_t done;
+// Requests for adjacent file ranges, written by one writev. After a short write, `first` and
+// the iovec it points at are advanced past what was written.
+struct Run {
+  uint64_t offset;
+  size_t first;  // index of its first iovec not (fully) written
+  size_t end;    // one past its last iovec
+  size_t left;   // bytes not written yet
 };
-
 }  // namespace
 
 std::unique_ptr<UringWriter> UringWriter::Create(unsigned depth) {
@@ -40,15 +47,31 @@ UringWriter::~UringWriter() { io_uring_queue_exit(&ring_); }
 
 std::optional<absl::Status> UringWriter::WriteBatch(int fd, const std::string& path,
                                                     std::span<const WriteRequest> reqs) {
-  std::vector<Work> work;
-  work.reserve(reqs.size());
+  // Coalesced by file offset: a flush of pages allocated together (a bulk load, a BLOB) becomes
+  // a few large writev requests instead of one request per page, and each request a buffered
+  // write may hand to a kernel worker costs a round trip.
+  std::vector<const WriteRequest*> sorted;
+  sorted.reserve(reqs.size());
   for (const WriteRequest& r : reqs) {
-    if (r.len > 0) work.push_back({&r, 0});
+    if (r.len > 0) sorted.push_back(&r);
   }
-  // Indices into `work` still to be (re)submitted; short writes are pushed back here.
-  std::vector<size_t> todo(work.size());
-  for (size_t i = 0; i < todo.size(); ++i) todo[i] = work.size() - 1 - i;  // pop_back = in order
-
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const WriteRequest* a, const WriteRequest* b) { return a->offset < b->offset; });
+  std::vector<iovec> iovs;
+  iovs.reserve(sorted.size());
+  std::vector<Run> runs;
+  for (const WriteRequest* r : sorted) {
+    Run* last = runs.empty() ? nullptr : &runs.back();
+    const bool joins = last && last->offset + last->left == r->offset &&
+                       last->end - last->first < kMaxRunIovs && last->left + r->len <= kMaxRunBytes;
+    if (!joins) runs.push_back({r->offset, iovs.size(), iovs.size(), 0});
+    iovs.push_back({const_cast<void*>(r->data), r->len});
+    runs.back().end = iovs.size();
+    runs.back().left += r->len;
+  }
+  // Indices into `runs` still to be (re)submitted; short writes are pushed back here.
+  std::vector<size_t> todo(runs.size());
+  for (size_t i = 0; i < todo.size(); ++i) todo[i] = runs.size() - 1 - i;  // pop_back = in order
   std::lock_guard<std::mutex> lock(mu_);
   if (broken_) return std::nullopt;
   absl::Status first_error;
@@ -59,10 +82,9 @@ std::optional<absl::Status> UringWriter::WriteBatch(int fd, const std::string& p
       if (sqe == nullptr) break;
       const size_t i = todo.back();
       todo.pop_back();
-      const Work& w = work[i];
-      const size_t len = std::min(w.req->len - w.done, kMaxChunk);
-      io_uring_prep_write(sqe, fd, static_cast<const char*>(w.req->data) + w.done,
-                          static_cast<unsigned>(len), w.req->offset + w.done);
+      const Run& run = runs[i];
+      io_uring_prep_writev(sqe, fd, &iovs[run.first], static_cast<unsigned>(run.end - run.first),
+                           run.offset);
       io_uring_sqe_set_data64(sqe, i);
       ++inflight;
     }
@@ -88,17 +110,27 @@ std::optional<absl::Status> UringWriter::WriteBatch(int fd, const std::string& p
       const int res = cqe->res;
       io_uring_cqe_seen(&ring_, cqe);
       --inflight;
-      Work& w = work[i];
+      Run& run = runs[i];
       if (res == -EINTR || res == -EAGAIN) {
         todo.push_back(i);
       } else if (res <= 0) {
         // A zero-byte write for a non-empty request would otherwise resubmit forever.
         if (first_error.ok()) {
-          first_error = ErrnoStatus(res < 0 ? -res : EIO, "pwrite", path, w.req->offset + w.done);
+          first_error = ErrnoStatus(res < 0 ? -res : EIO, "pwrite", path, run.offset);
         }
       } else {
-        w.done += static_cast<size_t>(res);
-        if (w.done < w.req->len) todo.push_back(i);
+        size_t n = static_cast<size_t>(res);
+        run.offset += n;
+        run.left -= std::min(n, run.left);
+        while (n > 0 && run.first < run.end) {  // skip what was written
+          iovec& v = iovs[run.first];
+          const size_t k = std::min(n, v.iov_len);
+          v.iov_base = static_cast<char*>(v.iov_base) + k;
+          v.iov_len -= k;
+          n -= k;
+          if (v.iov_len == 0) ++run.first;
+        }
+        if (run.left > 0) todo.push_back(i);
       }
     }
   }

@@ -400,6 +400,50 @@ TEST_CASE("btree: thousands of random inserts and removes split every level and 
   RequireTree(f.tree(), {{"again", 1}});
 }
 
+TEST_CASE("btree: an insert reports a key prefix alone only when no other entry has it",
+          "[btree][index]") {
+  // Unique indexes skip their duplicate check when Insert says the key (the entry less its
+  // 8-byte record suffix) was alone: it must never say so wrongly, wherever the neighbours lie
+  // (same leaf, across a leaf boundary, in the rightmost leaf), and it should say so often.
+  const uint32_t ps = GENERATE(4096u, 8192u);
+  CAPTURE(ps);
+  TreeFile f(ps, 256);
+  BTree& t = f.tree();
+  std::map<std::string, int> prefixes;  // key prefix -> entries with it
+  std::mt19937_64 rng(ps + 1);
+  int said_alone = 0;
+  const int n = 20000;
+  // First a few entries per prefix from a pool (so leaf boundaries often fall between two
+  // prefixes, and a new entry can land last in a leaf with its prefix only in the next leaf),
+  // then ascending unique prefixes (a bulk load), some long so leaves hold few entries.
+  std::vector<std::string> pool;
+  for (int i = 0; i < 2000; ++i) pool.push_back(RandomKey(rng, 1 + rng() % 12));
+  for (int i = 0; i < n; ++i) {
+    std::string prefix = i < n / 2 ? pool[rng() % pool.size()]
+                                   : absl::StrCat("k", 100000 + i, std::string(rng() % 200, 'p'));
+    const uint64_t rec = rng();
+    std::string entry = prefix;
+    for (int b = 7; b >= 0; --b) entry.push_back(static_cast<char>((rec >> (8 * b)) & 0xFF));
+    bool alone = true;
+    const absl::Status s = t.Insert(entry, rec, 1, prefix.size(), &alone);
+    if (!s.ok()) {
+      REQUIRE(absl::IsAlreadyExists(s));
+      CHECK_FALSE(alone);
+      continue;
+    }
+    int& count = prefixes[prefix];
+    if (alone) {
+      INFO("entry " << i << " said alone with " << count << " other entries of its prefix");
+      REQUIRE(count == 0);
+      ++said_alone;
+    }
+    ++count;
+  }
+  CHECK(ShapeOf(f).root_level >= 1);
+  // The ascending half nearly always finds its answer in the leaf.
+  CHECK(said_alone > n / 2 * 9 / 10);
+}
+
 TEST_CASE("btree: ascending and descending bulk loads", "[btree][index]") {
   const bool descending = GENERATE(false, true);
   TreeFile f;
