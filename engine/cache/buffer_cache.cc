@@ -140,8 +140,9 @@ void PageRef::Release() {
 BufferCache::BufferCache(io::File* file, const CacheOptions& opts) : file_(file), opts_(opts) {
   if (opts_.capacity < 16) opts_.capacity = 16;
   const size_t bytes = size_t{opts_.capacity} * opts_.page_size;
+  // Not zeroed: a frame is read into or zeroed (FetchNew, Load) before it is valid, and memory
+  // never touched is not committed, so a large cache costs nothing at open until used.
   arena_ = {static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)), &std::free};
-  std::memset(arena_.get(), 0, bytes);
   frames_.reserve(opts_.capacity);
   for (uint32_t i = 0; i < opts_.capacity; ++i) {
     auto f = std::make_unique<Frame>();
@@ -554,6 +555,24 @@ bool BufferCache::MayWrite(const Frame* f, const Batch* batch, uint64_t* sync_ep
   return true;
 }
 
+std::unique_ptr<uint8_t[]> BufferCache::TakeCopyBuffer() {
+  {
+    std::lock_guard<std::mutex> g(spare_mu_);
+    if (!spare_.empty()) {
+      std::unique_ptr<uint8_t[]> b = std::move(spare_.back());
+      spare_.pop_back();
+      return b;
+    }
+  }
+  return std::make_unique_for_overwrite<uint8_t[]>(opts_.page_size);  // the copy fills it
+}
+
+void BufferCache::GiveCopyBuffer(std::unique_ptr<uint8_t[]> b) {
+  std::lock_guard<std::mutex> g(spare_mu_);
+  // As many as an eviction round copies; more would only hold memory a commit's flush used once.
+  if (spare_.size() < opts_.capacity / 4 + 1) spare_.push_back(std::move(b));
+}
+
 bool BufferCache::AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& batch) {
   const uint32_t ps = opts_.page_size;
   Batch::Item item{f, no, 0, own, nullptr};
@@ -567,7 +586,7 @@ bool BufferCache::AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& b
       }
       batch.sync_epoch = std::max(batch.sync_epoch, sync_epoch);
       item.seq = f->mod_seq;
-      item.bytes = std::make_unique_for_overwrite<uint8_t[]>(ps);  // the memcpy fills it
+      item.bytes = TakeCopyBuffer();
       std::memcpy(item.bytes.get(), f->data, ps);
       page::SealPage(item.bytes.get(), ps);
       batch.copied[f] = item.seq;
@@ -614,6 +633,7 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
     }
     it.f->writing.store(false, std::memory_order_release);
     if (!it.own) Unpin(it.f);
+    if (it.bytes) GiveCopyBuffer(std::move(it.bytes));
   }
   batch.items.clear();
   batch.copied.clear();

@@ -190,6 +190,10 @@ class BufferCache {
   // regardless with `force` (after a sync: the last resort of a flush stuck on a cycle). Returns
   // false when it must wait.
   bool AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& batch);
+  // Page-sized buffers for the copies a batch writes, kept for reuse (a malloc and its page
+  // faults per written page showed in bulk loads).
+  std::unique_ptr<uint8_t[]> TakeCopyBuffer();
+  void GiveCopyBuffer(std::unique_ptr<uint8_t[]> b);
   // Writes the batch (after a sync if it needs one), then marks its pages written, clean if
   // unchanged since the copy, and releases their `writing` flags and pins. Raises *epoch_out
   // (if given) to the write epoch of the batch.
@@ -237,6 +241,8 @@ class BufferCache {
   std::atomic<uint64_t> evicted_epoch_{0};
   std::atomic<uint64_t> syncs_{0};
   std::atomic<uint64_t> sync_failures_{0};
+  std::mutex spare_mu_;
+  std::vector<std::unique_ptr<uint8_t[]>> spare_;  // guarded by spare_mu_
   std::mutex clean_mu_;                      // one CleanForEviction at a time
   std::atomic<uint64_t> clean_rounds_{0};    // CleanForEviction calls completed
   mutable util::ShardedCounters counters_;
