@@ -16,23 +16,43 @@ TableCursor::~TableCursor() {
   }
 }
 
+// Data pages a scan reads ahead at a time (one read per run of consecutive pages).
+constexpr uint32_t kReadAhead = 32;
+
 absl::Status TableCursor::Fill() {
   util::ScopedCounterSinks sinks(txn_->Sinks());
   nrows_ = 0;
   pos_ = 0;
   const size_t ncols = table_->schema.columns.size();
-  std::vector<std::pair<uint64_t, std::string>> raw;
   const record::ReadView view = txn_->View();
   DatabaseImpl* db = txn_->db();
   const GcPolicy policy = db->options().gc_policy;
   std::vector<uint64_t> garbage;
+  // Rows are decoded straight from the latched page into rows_, whose values keep their
+  // storage from page to page: a scan allocates little once it is under way.
+  auto decode = [&](uint64_t rec, std::string_view raw) {
+    if (nrows_ == rows_.size()) rows_.emplace_back();
+    auto& [id, row] = rows_[nrows_];
+    id = rec;
+    if (absl::Status s = record::DecodeRow(raw, ncols, &row); !s.ok()) {
+      return absl::DataLossError(absl::StrCat("table ", table_->schema.name, " record ", rec,
+                                              ": ", s.message()));
+    }
+    ++nrows_;
+    return absl::OkStatus();
+  };
   while (nrows_ == 0 && next_seq_ < table_->relation->PageSequences()) {
-    raw.clear();
     garbage.clear();
     const uint32_t seq = next_seq_++;
-    if (absl::Status s = table_->relation->ReadPage(seq, view, &raw, &garbage, db->GcHorizon());
+    if (seq % kReadAhead == 0) table_->relation->PrefetchPages(seq, kReadAhead);
+    if (absl::Status s =
+            table_->relation->VisitPage(seq, view, decode, &garbage, db->GcHorizon());
         !s.ok()) {
       return s;
+    }
+    // Long values stored out of line are read now, with the page released.
+    for (size_t i = 0; i < nrows_; ++i) {
+      if (absl::Status s = txn_->UnspillRow(table_, &rows_[i].second); !s.ok()) return s;
     }
     if (!garbage.empty()) {
       // A reader that meets garbage collects it (cooperative, combined) or hands the page to
@@ -49,17 +69,6 @@ absl::Status TableCursor::Fill() {
       if (absl::Status s = table_->relation->FreeUnlinked(&unlinked_, kGcMarkTxn); !s.ok()) {
         return s;
       }
-    }
-    for (auto& [rec, body] : raw) {
-      if (nrows_ == rows_.size()) rows_.emplace_back();
-      auto& [id, row] = rows_[nrows_];
-      id = rec;
-      if (absl::Status s = record::DecodeRow(body, ncols, &row); !s.ok()) {
-        return absl::DataLossError(absl::StrCat("table ", table_->schema.name, " record ", rec,
-                                                ": ", s.message()));
-      }
-      if (absl::Status s = txn_->UnspillRow(table_, &row); !s.ok()) return s;
-      ++nrows_;
     }
   }
   return absl::OkStatus();

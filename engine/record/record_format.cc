@@ -139,18 +139,20 @@ absl::Status DecodeRow(std::string_view in, size_t ncols, Row* row) {
   uint64_t n;
   if (!GetVarint64(&in, &n)) return bad("column count");
   if (n != ncols) return bad("column count does not match the table");
-  row->clear();
-  row->reserve(n);
+  // Values are assigned over the row's old ones: a string keeps its buffer, so decoding row
+  // after row into the same Row (scans, mass updates) does not allocate per value.
+  row->resize(n);
   for (uint64_t i = 0; i < n; ++i) {
     if (in.empty()) return bad("truncated");
     uint8_t tag = static_cast<uint8_t>(in[0]);
     in.remove_prefix(1);
+    Value& v = (*row)[i];
     switch (tag) {
-      case kTagNull: row->emplace_back(std::monostate{}); break;
+      case kTagNull: v = std::monostate{}; break;
       case kTagInt: {
         uint64_t z;
         if (!GetVarint64(&in, &z)) return bad("int64");
-        row->emplace_back(util::UnZigZag(z));
+        v = util::UnZigZag(z);
         break;
       }
       case kTagDouble: {
@@ -158,13 +160,17 @@ absl::Status DecodeRow(std::string_view in, size_t ncols, Row* row) {
         double d;
         std::memcpy(&d, in.data(), 8);
         in.remove_prefix(8);
-        row->emplace_back(d);
+        v = d;
         break;
       }
       case kTagString: {
         uint64_t len;
         if (!GetVarint64(&in, &len) || len > in.size()) return bad("string");
-        row->emplace_back(std::string(in.substr(0, len)));
+        if (auto* s = std::get_if<std::string>(&v)) {
+          s->assign(in.data(), len);
+        } else {
+          v.emplace<std::string>(in.substr(0, len));
+        }
         in.remove_prefix(len);
         break;
       }
@@ -172,7 +178,7 @@ absl::Status DecodeRow(std::string_view in, size_t ncols, Row* row) {
       case kTagSpilled: {
         uint64_t b;
         if (!GetVarint64(&in, &b)) return bad("blob id");
-        row->emplace_back(BlobId{b});
+        v = BlobId{b};
         break;
       }
       default: return bad("value tag");

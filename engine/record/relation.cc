@@ -95,6 +95,22 @@ absl::StatusOr<PageNo> Relation::PageOf(uint32_t seq) const {
   return pages_[seq].page;
 }
 
+void Relation::PrefetchPages(uint32_t first, uint32_t n) const {
+  std::vector<PageNo> pages;
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    for (uint32_t seq = first; seq < pages_.size() && seq - first < n; ++seq) {
+      if (pages_[seq].page != page::kNoPage && !(pages_[seq].flags & page::kPpSecondary)) {
+        pages.push_back(pages_[seq].page);
+      }
+    }
+  }
+  for (size_t i = 0; i < pages.size(); i += cache::BufferCache::kMaxPrefetch) {
+    const size_t k = std::min(pages.size() - i, cache::BufferCache::kMaxPrefetch);
+    cache_->Prefetch(std::span<const PageNo>(pages.data() + i, k));
+  }
+}
+
 // ---------------------------------------------------------------- page management
 
 absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
@@ -338,13 +354,15 @@ absl::StatusOr<std::string> Relation::RawBody(const RecordHeader& h, std::string
   return raw;
 }
 
-absl::StatusOr<VisibleVersion> Relation::ReadChain(PageNo primary_no, const uint8_t* page,
-                                                   uint16_t line, const ReadView& view) {
+absl::StatusOr<bool> Relation::ReadChainView(PageNo primary_no, const uint8_t* page,
+                                             uint16_t line, const ReadView& view,
+                                             std::string* scratch, std::string_view* body) {
   std::optional<std::string_view> first = page::DpGet(page, ps_, line);
   if (!first) return absl::NotFoundError("no such record");
   // Versions on the primary page are read in place (the caller holds its latch, and nothing
   // here changes it); one from another page is copied into `held`.
   std::string_view cur = *first;
+  bool cur_in_page = true;
   std::string held;
   std::string newer_raw;
   for (int hops = 0; hops < kMaxChain; ++hops) {
@@ -356,11 +374,20 @@ absl::StatusOr<VisibleVersion> Relation::ReadChain(PageNo primary_no, const uint
       return absl::NotFoundError("not a primary record");
     }
     const bool visible = view.Visible(h.txn);
-    if (visible && (h.flags & kRecDeleted)) return VisibleVersion{};
-    if (!visible && h.back_page == page::kNoPage) return VisibleVersion{};
+    if (visible && (h.flags & kRecDeleted)) return false;
+    if (!visible && h.back_page == page::kNoPage) return false;
+    if (visible && cur_in_page && h.encoding == BodyEncoding::kPlain &&
+        !(h.flags & (kRecFragmented | kRecDelta))) {
+      *body = cur.substr(h.size());  // the common case: no copy
+      return true;
+    }
     absl::StatusOr<std::string> raw = RawBody(h, cur, newer_raw);
     if (!raw.ok()) return raw.status();
-    if (visible) return VisibleVersion{true, std::move(*raw)};
+    if (visible) {
+      *scratch = std::move(*raw);
+      *body = *scratch;
+      return true;
+    }
     newer_raw = std::move(*raw);
     if (h.back_page == primary_no) {
       std::optional<std::string_view> b = page::DpGet(page, ps_, h.back_line);
@@ -371,9 +398,21 @@ absl::StatusOr<VisibleVersion> Relation::ReadChain(PageNo primary_no, const uint
       if (!b.ok()) return b.status();
       held = std::move(*b);
       cur = held;
+      cur_in_page = false;
     }
   }
   return absl::DataLossError("version chain loops");
+}
+
+absl::StatusOr<VisibleVersion> Relation::ReadChain(PageNo primary_no, const uint8_t* page,
+                                                   uint16_t line, const ReadView& view) {
+  std::string scratch;
+  std::string_view body;
+  absl::StatusOr<bool> found = ReadChainView(primary_no, page, line, view, &scratch, &body);
+  if (!found.ok()) return found.status();
+  if (!*found) return VisibleVersion{};
+  if (body.data() == scratch.data()) return VisibleVersion{true, std::move(scratch)};
+  return VisibleVersion{true, std::string(body)};
 }
 
 absl::StatusOr<VisibleVersion> Relation::Read(uint64_t rec, const ReadView& view) {
@@ -443,6 +482,18 @@ absl::Status Relation::VisitPrimaryLines(
 absl::Status Relation::ReadPage(uint32_t seq, const ReadView& view,
                                 std::vector<std::pair<uint64_t, std::string>>* out,
                                 std::vector<uint64_t>* garbage, uint64_t horizon_cn) {
+  return VisitPage(
+      seq, view,
+      [&](uint64_t rec, std::string_view raw) {
+        out->emplace_back(rec, std::string(raw));
+        return absl::OkStatus();
+      },
+      garbage, horizon_cn);
+}
+
+absl::Status Relation::VisitPage(uint32_t seq, const ReadView& view, RecordFn fn,
+                                 std::vector<uint64_t>* garbage, uint64_t horizon_cn) {
+  std::string scratch;
   return VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line) {
     if (garbage) {
       RecordHeader h;
@@ -455,10 +506,11 @@ absl::Status Relation::ReadPage(uint32_t seq, const ReadView& view,
         }
       }
     }
-    absl::StatusOr<VisibleVersion> v = ReadChain(p, data, line, view);
-    if (!v.ok()) return v.status();
-    if (v->exists) out->emplace_back(page::MakeRecordNo(seq, line), std::move(v->body));
-    return absl::OkStatus();
+    std::string_view body;
+    absl::StatusOr<bool> found = ReadChainView(p, data, line, view, &scratch, &body);
+    if (!found.ok()) return found.status();
+    if (!*found) return absl::OkStatus();
+    return fn(page::MakeRecordNo(seq, line), body);
   });
 }
 

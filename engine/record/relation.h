@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/cache/buffer_cache.h"
@@ -173,7 +174,16 @@ class Relation {
   absl::Status ReadPage(uint32_t seq, const ReadView& view,
                         std::vector<std::pair<uint64_t, std::string>>* out,
                         std::vector<uint64_t>* garbage = nullptr, uint64_t horizon_cn = 0);
+  // As ReadPage, but hands each visible record's raw body to `fn` while the page is latched
+  // (valid only during the call; most bodies are read in place, uncopied). `fn` must not touch
+  // other pages. An error from `fn` stops the walk and is returned.
+  using RecordFn = absl::FunctionRef<absl::Status(uint64_t rec, std::string_view raw)>;
+  absl::Status VisitPage(uint32_t seq, const ReadView& view, RecordFn fn,
+                         std::vector<uint64_t>* garbage = nullptr, uint64_t horizon_cn = 0);
 
+  // Read-ahead of the primary data pages of sequences [first, first + n) (a scan about to
+  // visit them): consecutive pages come in one read. Best effort.
+  void PrefetchPages(uint32_t first, uint32_t n) const;
   // Every primary record number on data page sequence `seq`, visible or not.
   absl::Status ListRecords(uint32_t seq, std::vector<uint64_t>* out);
 
@@ -239,6 +249,11 @@ class Relation {
   absl::StatusOr<std::string> ReadLine(page::PageNo p, uint16_t line);
   absl::StatusOr<VisibleVersion> ReadChain(page::PageNo primary_no, const uint8_t* page,
                                            uint16_t line, const ReadView& view);
+  // ReadChain without copying when it can: returns whether a version is visible, with `*body`
+  // pointing into `page` (a plain head stored whole) or into `*scratch`.
+  absl::StatusOr<bool> ReadChainView(page::PageNo primary_no, const uint8_t* page, uint16_t line,
+                                     const ReadView& view, std::string* scratch,
+                                     std::string_view* body);
 
   cache::BufferCache* cache_;
   cache::PageSpace* space_;
