@@ -54,6 +54,38 @@ uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n) {
 }
 
 #if EMBER_CRC32C_X86
+namespace {
+
+// The crc32 instruction has a latency of three cycles and a throughput of one, so one stream
+// of 8-byte steps runs at a third of its speed. Three streams over adjacent blocks of
+// kStripe bytes run together, and their registers are then joined: the register after
+// A || B is shift(reg(A), |B|) ^ reg(0, B), where shift appends |B| zero bytes (linear).
+constexpr size_t kStripe = 512;
+
+// shift(x) = the register x after kStripe zero bytes, as four byte-indexed tables.
+struct ShiftTables {
+  std::array<std::array<uint32_t, 256>, 4> t;
+  ShiftTables() {
+    for (int k = 0; k < 4; ++k) {
+      for (uint32_t b = 0; b < 256; ++b) {
+        uint32_t c = b << (8 * k);
+        for (size_t i = 0; i < kStripe; ++i) c = (c >> 8) ^ kTables[0][c & 0xFF];
+        t[k][b] = c;
+      }
+    }
+  }
+  uint32_t Shift(uint32_t x) const {
+    return t[0][x & 0xFF] ^ t[1][(x >> 8) & 0xFF] ^ t[2][(x >> 16) & 0xFF] ^ t[3][x >> 24];
+  }
+};
+
+const ShiftTables& Shifts() {
+  static const ShiftTables tables;
+  return tables;
+}
+
+}  // namespace
+
 __attribute__((target("sse4.2"))) uint32_t Crc32cExtendHardware(uint32_t crc, const void* data,
                                                                 size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
@@ -61,6 +93,23 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cExtendHardware(uint32_t crc, co
   // Align so the 8-byte loads in the main loop never straddle a cache line.
   for (; n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0; ++p, --n) {
     c = _mm_crc32_u8(static_cast<uint32_t>(c), *p);
+  }
+  if (n >= 3 * kStripe) {
+    const ShiftTables& shifts = Shifts();
+    for (; n >= 3 * kStripe; p += 3 * kStripe, n -= 3 * kStripe) {
+      uint64_t c1 = 0, c2 = 0;
+      for (size_t i = 0; i < kStripe; i += 8) {
+        uint64_t w0, w1, w2;
+        std::memcpy(&w0, p + i, 8);
+        std::memcpy(&w1, p + kStripe + i, 8);
+        std::memcpy(&w2, p + 2 * kStripe + i, 8);
+        c = _mm_crc32_u64(c, w0);
+        c1 = _mm_crc32_u64(c1, w1);
+        c2 = _mm_crc32_u64(c2, w2);
+      }
+      c = shifts.Shift(shifts.Shift(static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1)) ^
+          static_cast<uint32_t>(c2);
+    }
   }
   for (; n >= 8; p += 8, n -= 8) {
     uint64_t w;

@@ -80,7 +80,10 @@ TEST_CASE("crc32c: hardware and table paths agree", "[util][crc32c]") {
   for (auto& b : buf) b = static_cast<unsigned char>(rng());
   std::vector<size_t> lengths;
   for (size_t n = 0; n <= 300; ++n) lengths.push_back(n);
-  for (size_t n : {511, 512, 513, 4095, 4096, 4097, 8192, 65536}) lengths.push_back(n);
+  // Around the three-stripe block (3 x 512 bytes) of the hardware path, and page sizes.
+  for (size_t n : {511, 512, 513, 1535, 1536, 1537, 3079, 4095, 4096, 4097, 8192, 65536}) {
+    lengths.push_back(n);
+  }
   for (size_t n : lengths) {
     for (size_t align = 0; align < 16; ++align) {
       const uint32_t seed = static_cast<uint32_t>(rng());
