@@ -72,6 +72,8 @@ absl::Status Relation::Load() {
   std::unique_lock<std::shared_mutex> g(mu_);
   pps_ = std::move(pps);
   pages_ = std::move(pages);
+  fast_count_.store(0, std::memory_order_release);
+  for (uint32_t s = 0; s < pages_.size(); ++s) SetFastPage(s, pages_[s].page);
   insert_seq_ = 0;
   secondary_seq_ = -1;
   for (uint32_t s = 0; s < pages_.size(); ++s) {
@@ -82,17 +84,32 @@ absl::Status Relation::Load() {
   return absl::OkStatus();
 }
 
-uint32_t Relation::PageSequences() const {
-  std::shared_lock<std::shared_mutex> g(mu_);
-  return static_cast<uint32_t>(pages_.size());
-}
+uint32_t Relation::PageSequences() const { return fast_count_.load(std::memory_order_acquire); }
 
 absl::StatusOr<PageNo> Relation::PageOf(uint32_t seq) const {
-  std::shared_lock<std::shared_mutex> g(mu_);
-  if (seq >= pages_.size() || pages_[seq].page == page::kNoPage) {
+  const PageNo p = FastPage(seq);
+  if (p == page::kNoPage) {
     return absl::NotFoundError(absl::StrCat("relation ", id_, " has no data page ", seq));
   }
-  return pages_[seq].page;
+  return p;
+}
+
+void Relation::SetFastPage(uint32_t seq, PageNo p) {
+  if (seq >= fast_capacity_) {
+    const uint32_t cap = std::max<uint32_t>(64, std::max(fast_capacity_ * 2, seq + 1));
+    auto grown = std::make_unique<std::atomic<PageNo>[]>(cap);
+    const uint32_t n = fast_count_.load(std::memory_order_relaxed);
+    const std::atomic<PageNo>* old = fast_pages_.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < n; ++i) grown[i].store(old[i].load(std::memory_order_relaxed));
+    fast_pages_.store(grown.get(), std::memory_order_release);  // before the count that needs it
+    fast_arrays_.push_back(std::move(grown));
+    fast_capacity_ = cap;
+  }
+  std::atomic<PageNo>* arr = fast_arrays_.back().get();
+  arr[seq].store(p, std::memory_order_relaxed);
+  if (seq >= fast_count_.load(std::memory_order_relaxed)) {
+    fast_count_.store(seq + 1, std::memory_order_release);
+  }
 }
 
 void Relation::PrefetchPages(uint32_t first, uint32_t n) const {
@@ -163,6 +180,7 @@ absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
   std::unique_lock<std::shared_mutex> g(mu_);
   if (pp_index == npps) pps_.push_back(pp_no);
   pages_.push_back({dp_no, flags});
+  SetFastPage(seq, dp_no);
   return seq;
 }
 

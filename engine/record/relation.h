@@ -14,8 +14,10 @@
 // Latch order: primary data page -> secondary data page -> mu_ (page lists) -> pointer page ->
 // PIP. A thread holds at most one primary and one secondary data page latch at a time.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <span>
@@ -262,6 +264,20 @@ class Relation {
   const page::PageNo first_pp_;
   const uint32_t ps_;
   const uint32_t slots_per_pp_;
+
+  // The data page numbers by sequence again, readable without mu_ (every record access looks
+  // one up, and a shared lock per lookup showed in mass updates). Written under mu_ held
+  // exclusively, where pages_ changes; an array that grows is copied, and the old one is kept
+  // until the relation goes, so a reader never sees freed memory.
+  page::PageNo FastPage(uint32_t seq) const {
+    if (seq >= fast_count_.load(std::memory_order_acquire)) return page::kNoPage;
+    return fast_pages_.load(std::memory_order_acquire)[seq].load(std::memory_order_relaxed);
+  }
+  void SetFastPage(uint32_t seq, page::PageNo p);  // REQUIRES mu_ held exclusively
+  std::atomic<const std::atomic<page::PageNo>*> fast_pages_{nullptr};
+  std::atomic<uint32_t> fast_count_{0};
+  std::vector<std::unique_ptr<std::atomic<page::PageNo>[]>> fast_arrays_;  // guarded by mu_
+  uint32_t fast_capacity_ = 0;                                           // guarded by mu_
 
   mutable std::shared_mutex mu_;
   std::vector<page::PageNo> pps_;  // guarded by mu_
