@@ -80,7 +80,7 @@ namespace db {
 class GarbageCollector;
 
 // Mark id for pages changed by garbage collection (no transaction owns them).
-constexpr uint64_t kGcMarkTxn = 62;
+constexpr uint64_t kGcMarkTxn = record::kNoOwnerMark;
 
 class DatabaseImpl : public Database {
  public:

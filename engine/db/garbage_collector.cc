@@ -88,7 +88,7 @@ absl::Status GarbageCollector::RunOnce() {
       cur = t;
     }
     recs.clear();
-    if (absl::Status s = t->relation->ListRecords(seq, &recs); !s.ok()) {
+    if (absl::Status s = t->relation->ListCollectable(seq, &recs); !s.ok()) {
       if (first.ok()) first = s;
       continue;
     }
@@ -234,7 +234,7 @@ absl::Status DatabaseImpl::CollectGarbage() {
     const uint32_t n = t->relation->PageSequences();
     for (uint32_t seq = 0; seq < n; ++seq) {
       recs.clear();
-      if (absl::Status s = t->relation->ListRecords(seq, &recs); !s.ok()) return s;
+      if (absl::Status s = t->relation->ListCollectable(seq, &recs); !s.ok()) return s;
       if (absl::Status s = CollectRecords(t, recs, &unlinked); !s.ok()) return s;
       if (unlinked.size() >= 4096) {
         if (absl::Status s = t->relation->FreeUnlinked(&unlinked, kGcMarkTxn); !s.ok()) return s;

@@ -583,6 +583,20 @@ absl::Status Relation::ListRecords(uint32_t seq, std::vector<uint64_t>* out) {
   });
 }
 
+absl::Status Relation::ListCollectable(uint32_t seq, std::vector<uint64_t>* out) {
+  return VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line) {
+    RecordHeader h;
+    if (!DecodeHeader(*page::DpGet(data, ps_, line), &h)) {
+      return absl::DataLossError(absl::StrCat("page ", p, " line ", line, ": corrupt record header"));
+    }
+    if (h.back_page != page::kNoPage || (h.flags & kRecDeleted) ||
+        tm_->StateOf(h.txn) == txn::kCnDead) {
+      out->push_back(page::MakeRecordNo(seq, line));
+    }
+    return absl::OkStatus();
+  });
+}
+
 // ---------------------------------------------------------------- writing versions
 
 absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
@@ -906,7 +920,10 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
     (void)FreeFragments(h, *pno);
   }
   if (!overwrite) {
-    if (absl::Status s = SetPageFlags(seq, page::kPpHasGarbage, page::kPpSwept, txn); !s.ok()) {
+    // A hint for the collector and statistics, not needed for recovery: the commit does not
+    // write the pointer page for it (a crash may lose the flag; the garbage stays findable).
+    if (absl::Status s = SetPageFlags(seq, page::kPpHasGarbage, page::kPpSwept, kNoOwnerMark);
+        !s.ok()) {
       return s;
     }
   }

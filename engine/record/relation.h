@@ -91,6 +91,10 @@ struct VersionStats {
   uint64_t garbage_pages = 0;        // pages flagged as holding garbage
 };
 
+// Mark id for page changes no transaction owns (garbage collection, hints such as the pointer
+// page's has-garbage flag): commits do not write them (eviction, the collector and Close do).
+constexpr uint64_t kNoOwnerMark = 62;
+
 // Outcome of an update or delete attempt.
 struct WriteOutcome {
   enum Code { kDone, kWaitFor, kConflict, kNotFound } code = kDone;
@@ -188,6 +192,9 @@ class Relation {
   void PrefetchPages(uint32_t first, uint32_t n) const;
   // Every primary record number on data page sequence `seq`, visible or not.
   absl::Status ListRecords(uint32_t seq, std::vector<uint64_t>* out);
+  // The records of `seq` that may hold garbage now or later: a dead or deleted head, or one
+  // with a back version (the collector need not look at a record that is one live version).
+  absl::Status ListCollectable(uint32_t seq, std::vector<uint64_t>* out);
 
   // For Validate(): checks pointer pages and data pages (page types, relation ids, sequences,
   // flag agreement, line structure, version chains and fragments); calls `on_record` for each
