@@ -17,8 +17,10 @@ std::atomic<bool> g_uring_refused{false};
 
 // A writev SQE's length is a signed int in the kernel's accounting; runs stay well below it.
 constexpr size_t kMaxRunBytes = size_t{1} << 30;
-// Iovecs per writev (the kernel's UIO_MAXIOV).
-constexpr size_t kMaxRunIovs = 1024;
+// Iovecs per writev (at most the kernel's UIO_MAXIOV of 1024). Fewer: a buffered write the
+// kernel hands to an io-wq worker is copied by that one worker, so a large contiguous flush
+// (a BLOB, an eviction round) split into several requests is copied by several workers at once.
+constexpr size_t kMaxRunIovs = 128;
 
 // Requests for adjacent file ranges, written by one writev. After a short write, `first` and
 // the iovec it points at are advanced past what was written.
