@@ -73,7 +73,7 @@ absl::Status Relation::Load() {
   pps_ = std::move(pps);
   pages_ = std::move(pages);
   fast_count_.store(0, std::memory_order_release);
-  for (uint32_t s = 0; s < pages_.size(); ++s) SetFastPage(s, pages_[s].page);
+  for (uint32_t s = 0; s < pages_.size(); ++s) SetFastPage(s, pages_[s].page, pages_[s].flags);
   insert_seq_ = 0;
   secondary_seq_ = -1;
   for (uint32_t s = 0; s < pages_.size(); ++s) {
@@ -94,19 +94,19 @@ absl::StatusOr<PageNo> Relation::PageOf(uint32_t seq) const {
   return p;
 }
 
-void Relation::SetFastPage(uint32_t seq, PageNo p) {
+void Relation::SetFastPage(uint32_t seq, PageNo p, uint8_t flags) {
   if (seq >= fast_capacity_) {
     const uint32_t cap = std::max<uint32_t>(64, std::max(fast_capacity_ * 2, seq + 1));
-    auto grown = std::make_unique<std::atomic<PageNo>[]>(cap);
+    auto grown = std::make_unique<std::atomic<uint64_t>[]>(cap);
     const uint32_t n = fast_count_.load(std::memory_order_relaxed);
-    const std::atomic<PageNo>* old = fast_pages_.load(std::memory_order_relaxed);
+    const std::atomic<uint64_t>* old = fast_pages_.load(std::memory_order_relaxed);
     for (uint32_t i = 0; i < n; ++i) grown[i].store(old[i].load(std::memory_order_relaxed));
     fast_pages_.store(grown.get(), std::memory_order_release);  // before the count that needs it
     fast_arrays_.push_back(std::move(grown));
     fast_capacity_ = cap;
   }
-  std::atomic<PageNo>* arr = fast_arrays_.back().get();
-  arr[seq].store(p, std::memory_order_relaxed);
+  std::atomic<uint64_t>* arr = fast_arrays_.back().get();
+  arr[seq].store(uint64_t{p} | (uint64_t{flags} << 32), std::memory_order_relaxed);
   if (seq >= fast_count_.load(std::memory_order_relaxed)) {
     fast_count_.store(seq + 1, std::memory_order_release);
   }
@@ -180,11 +180,14 @@ absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
   std::unique_lock<std::shared_mutex> g(mu_);
   if (pp_index == npps) pps_.push_back(pp_no);
   pages_.push_back({dp_no, flags});
-  SetFastPage(seq, dp_no);
+  SetFastPage(seq, dp_no, flags);
   return seq;
 }
 
 absl::Status Relation::SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn) {
+  // Most calls change nothing (the flag is set already): decided without mu_.
+  const uint8_t known = static_cast<uint8_t>(FastEntry(seq) >> 32);
+  if (seq < PageSequences() && ((known | set) & ~clear) == known) return absl::OkStatus();
   PageNo pp_no;
   {
     std::shared_lock<std::shared_mutex> g(mu_);
@@ -200,6 +203,7 @@ absl::Status Relation::SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, ui
   pp->Mark(txn);
   std::unique_lock<std::shared_mutex> g(mu_);
   pages_[seq].flags = f;
+  SetFastPage(seq, pages_[seq].page, f);
   return absl::OkStatus();
 }
 

@@ -276,15 +276,20 @@ class Relation {
   // one up, and a shared lock per lookup showed in mass updates). Written under mu_ held
   // exclusively, where pages_ changes; an array that grows is copied, and the old one is kept
   // until the relation goes, so a reader never sees freed memory.
-  page::PageNo FastPage(uint32_t seq) const {
+  // An entry is the page number in the low 32 bits and its PpFlag bits above.
+  uint64_t FastEntry(uint32_t seq) const {
     if (seq >= fast_count_.load(std::memory_order_acquire)) return page::kNoPage;
     return fast_pages_.load(std::memory_order_acquire)[seq].load(std::memory_order_relaxed);
   }
-  void SetFastPage(uint32_t seq, page::PageNo p);  // REQUIRES mu_ held exclusively
-  std::atomic<const std::atomic<page::PageNo>*> fast_pages_{nullptr};
+  page::PageNo FastPage(uint32_t seq) const {
+    return static_cast<page::PageNo>(FastEntry(seq) & 0xFFFFFFFFu);
+  }
+  // REQUIRES mu_ held exclusively.
+  void SetFastPage(uint32_t seq, page::PageNo p, uint8_t flags);
+  std::atomic<const std::atomic<uint64_t>*> fast_pages_{nullptr};
   std::atomic<uint32_t> fast_count_{0};
-  std::vector<std::unique_ptr<std::atomic<page::PageNo>[]>> fast_arrays_;  // guarded by mu_
-  uint32_t fast_capacity_ = 0;                                           // guarded by mu_
+  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> fast_arrays_;  // guarded by mu_
+  uint32_t fast_capacity_ = 0;                                        // guarded by mu_
 
   mutable std::shared_mutex mu_;
   std::vector<page::PageNo> pps_;  // guarded by mu_
