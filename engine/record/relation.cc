@@ -367,11 +367,18 @@ absl::StatusOr<std::string> Relation::StoredBody(const RecordHeader& h, std::str
 absl::StatusOr<std::string> Relation::RawBody(const RecordHeader& h, std::string_view rec,
                                               const std::string& newer_raw) {
   if (h.flags & kRecDeleted) return std::string();
-  absl::StatusOr<std::string> stored = StoredBody(h, rec);
-  if (!stored.ok()) return stored.status();
+  // A body stored whole is decoded straight from `rec`; only fragments are gathered first.
+  std::string gathered;
+  std::string_view stored = rec.substr(h.size());
+  if (h.flags & kRecFragmented) {
+    absl::StatusOr<std::string> g = StoredBody(h, rec);
+    if (!g.ok()) return g.status();
+    gathered = std::move(*g);
+    stored = gathered;
+  }
   std::string raw;
-  absl::Status s = (h.flags & kRecDelta) ? ApplyDelta(newer_raw, *stored, &raw)
-                                         : DecompressBody(h.encoding, *stored, &raw);
+  absl::Status s = (h.flags & kRecDelta) ? ApplyDelta(newer_raw, stored, &raw)
+                                         : DecompressBody(h.encoding, stored, &raw);
   if (!s.ok()) return s;
   return raw;
 }

@@ -3,10 +3,9 @@
 
 namespace ember::util {
 
-unsigned ShardedCounters::ShardIndex() {
+int ShardedCounters::NewShard() {
   static std::atomic<unsigned> next{0};
-  thread_local unsigned idx = next.fetch_add(1, std::memory_order_relaxed) % kShards;
-  return idx;
+  return static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % kShards);
 }
 
 PageCounters ShardedCounters::Total() const {
@@ -20,9 +19,5 @@ PageCounters ShardedCounters::Total() const {
   return t;
 }
 
-CounterSinks& CurrentSinks() {
-  thread_local CounterSinks sinks;
-  return sinks;
-}
 
 }  // namespace ember::util

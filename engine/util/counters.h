@@ -34,7 +34,15 @@ class ShardedCounters {
 
  private:
   static constexpr int kShards = 32;
-  static unsigned ShardIndex();
+  static unsigned ShardIndex() {
+    int s = tls_shard_;
+    if (s < 0) s = tls_shard_ = NewShard();
+    return static_cast<unsigned>(s);
+  }
+  static int NewShard();
+  // Inline and constant-initialised: no call and no guard per count (Count runs on every fetch
+  // and mark).
+  static inline thread_local int tls_shard_ = -1;
   struct alignas(64) Shard {
     std::array<std::atomic<uint64_t>, 4> v{};
   };
@@ -46,7 +54,10 @@ struct CounterSinks {
   PageCounters* txn = nullptr;
   PageCounters* statement = nullptr;
 };
-CounterSinks& CurrentSinks();
+namespace internal {
+inline thread_local CounterSinks tls_sinks;
+}  // namespace internal
+inline CounterSinks& CurrentSinks() { return internal::tls_sinks; }
 
 // Sets the current thread's sinks for the lifetime of the scope, restoring the previous ones.
 class ScopedCounterSinks {
