@@ -95,49 +95,57 @@ absl::Status TransactionImpl::FreeDroppedBlobs() {
   if (dropped_blobs_.empty()) return absl::OkStatus();
   std::vector<DroppedBlob> dropped = std::move(dropped_blobs_);
   dropped_blobs_.clear();
-  std::sort(dropped.begin(), dropped.end());
+  std::sort(dropped.begin(), dropped.end());  // by table, then record
   dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
   std::shared_lock<std::shared_mutex> cat(db_->catalog_mu_);
   absl::Status result;
-  size_t i = 0;
-  while (i < dropped.size()) {
-    TableState* t = db_->TableByIdLocked(dropped[i].table);
-    std::vector<record::Unlinked> unlinked;
-    size_t end = i;
-    while (end < dropped.size() && dropped[end].table == dropped[i].table) ++end;
-    while (t && i < end) {
-      const uint64_t rec = dropped[i].rec;
-      size_t next = i;
-      while (next < end && dropped[next].rec == rec) ++next;
-      // Every version still in the chain keeps its BLOBs (the collector or an undo frees those
-      // with the version); ours still head the chain, or the chain is back to what the
-      // transaction found, whose versions our horizon keeps from the collector.
-      absl::flat_hash_set<uint64_t> named;
-      std::lock_guard<std::mutex> g(db_->RecordMutex(t->id, rec));
-      absl::Status s = t->relation->ForEachVersion(
-          rec, [&](uint64_t, bool deleted, std::string_view raw) {
-            if (!deleted) t->AddBlobIds(raw, &named);
-            return true;
-          });
-      absl::StatusOr<page::PageNo> page = t->relation->RecordPage(rec);
-      if (!page.ok()) s = page.status();
-      if (!s.ok() && !absl::IsNotFound(s)) {
-        result.Update(s);
-      } else if (page.ok()) {
-        for (; i < next; ++i) {
-          const uint64_t id = dropped[i].blob;
-          if (named.contains(id) || undone_blobs_.contains(id)) continue;
-          record::Unlinked u;
-          u.from = *page;  // the record's page on disk must stop naming it first
-          u.blob = id;
-          unlinked.push_back(u);
-        }
-      }
-      i = next;
+  TableState* t = nullptr;
+  std::vector<record::Unlinked> unlinked;  // of table t
+  auto flush = [&] {
+    if (t && !unlinked.empty()) result.Update(t->relation->FreeUnlinked(&unlinked, id_));
+    unlinked.clear();
+  };
+  for (size_t i = 0, next; i < dropped.size(); i = next) {
+    const uint32_t table = dropped[i].table;
+    const uint64_t rec = dropped[i].rec;
+    next = i;
+    while (next < dropped.size() && dropped[next].table == table && dropped[next].rec == rec) {
+      ++next;
     }
-    if (!unlinked.empty()) result.Update(t->relation->FreeUnlinked(&unlinked, id_));
-    i = end;
+    if (!t || t->id != table) {
+      flush();
+      t = db_->TableByIdLocked(table);
+    }
+    if (!t) continue;
+    // Every version still in the chain keeps its BLOBs (the collector or an undo frees those
+    // with the version); ours still head the chain, or the chain is back to what the
+    // transaction found, whose versions our horizon keeps from the collector.
+    absl::flat_hash_set<uint64_t> named;
+    std::lock_guard<std::mutex> g(db_->RecordMutex(table, rec));
+    absl::Status s = t->relation->ForEachVersion(
+        rec, [&](uint64_t, bool deleted, std::string_view raw) {
+          if (!deleted) t->AddBlobIds(raw, &named);
+          return true;
+        });
+    absl::StatusOr<page::PageNo> page = t->relation->RecordPage(rec);
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      result.Update(s);
+      continue;
+    }
+    if (!page.ok()) {
+      if (!absl::IsNotFound(page.status())) result.Update(page.status());
+      continue;
+    }
+    for (size_t k = i; k < next; ++k) {
+      const uint64_t id = dropped[k].blob;
+      if (named.contains(id) || undone_blobs_.contains(id)) continue;
+      record::Unlinked u;
+      u.from = *page;  // the record's page on disk must stop naming it first
+      u.blob = id;
+      unlinked.push_back(u);
+    }
   }
+  flush();
   undone_blobs_.clear();
   return result;
 }

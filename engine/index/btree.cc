@@ -218,6 +218,21 @@ absl::Status WriteNewPage(PageRef& ref, const BtreeNode& node, uint32_t page_siz
   return absl::OkStatus();
 }
 
+// For Insert's `alone`: whether the neighbours of `slot` in `leaf` show no other entry
+// beginning with key[0, prefix).
+bool AloneInLeaf(const uint8_t* leaf, uint32_t page_size, const page::BtreeHeader& h,
+                 const page::BtreeSlot& slot, std::string_view key, size_t prefix) {
+  // prev_common / next_common are exact (the longest common prefix with each neighbour). An
+  // entry first in its leaf has its left neighbour in another leaf: not known here.
+  if (!slot.has_prev() || slot.prev_common >= prefix) return false;
+  if (slot.offset < h.data_end) return slot.next_common < prefix;
+  // Last in the leaf: every key of the right sibling is at or above the fence, and a fence
+  // that does not begin with the prefix is above every key that does (the entry is below it).
+  if (!h.has_fence()) return true;  // the rightmost leaf
+  const std::string_view fence = page::BtreeFence(leaf, page_size, h);
+  return fence.size() < prefix || fence.substr(0, prefix) != key.substr(0, prefix);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- descent
@@ -401,19 +416,6 @@ absl::Status BTree::Impl::FindInLeaf(std::string_view key, std::vector<MissingLi
   return page::BtreeLowerBound(leaf->data(), page_size, leaf->page_no(), *h, key, slot);
 }
 
-bool BTree::AloneInLeaf(const uint8_t* leaf, const page::BtreeHeader& h,
-                        const page::BtreeSlot& slot, std::string_view key, size_t prefix) const {
-  // prev_common / next_common are exact (the longest common prefix with each neighbour). An
-  // entry first in its leaf has its left neighbour in another leaf: not known here.
-  if (!slot.has_prev() || slot.prev_common >= prefix) return false;
-  if (slot.offset < h.data_end) return slot.next_common < prefix;
-  // Last in the leaf: every key of the right sibling is at or above the fence, and a fence
-  // that does not begin with the prefix is above every key that does (the entry is below it).
-  if (!h.has_fence()) return true;  // the rightmost leaf
-  const std::string_view fence = page::BtreeFence(leaf, impl_->page_size, h);
-  return fence.size() < prefix || fence.substr(0, prefix) != key.substr(0, prefix);
-}
-
 absl::Status BTree::Insert(std::string_view key, uint64_t value, uint64_t txn, size_t prefix,
                            bool* alone) {
   if (alone) *alone = false;
@@ -432,7 +434,7 @@ absl::Status BTree::Insert(std::string_view key, uint64_t value, uint64_t txn, s
       result = absl::AlreadyExistsError(
           absl::StrCat("btree insert: key already present in page ", leaf.page_no()));
     }
-    if (result.ok() && alone) *alone = AloneInLeaf(leaf.data(), h, slot, key, prefix);
+    if (result.ok() && alone) *alone = AloneInLeaf(leaf.data(), impl_->page_size, h, slot, key, prefix);
     if (result.ok() && page::BtreeInsertAt(leaf.data(), impl_->page_size, &h, slot, key, value)) {
       leaf.Mark(txn);
       fit = true;

@@ -29,7 +29,6 @@
 #include "absl/status/statusor.h"
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
-#include "engine/page/btree_page.h"
 
 namespace ember::index {
 
@@ -98,10 +97,6 @@ class BTree {
 
  private:
   struct Impl;
-  // For Insert's `alone`: whether the neighbours of `slot` in `leaf` show no other entry
-  // beginning with key[0, prefix).
-  bool AloneInLeaf(const uint8_t* leaf, const page::BtreeHeader& h, const page::BtreeSlot& slot,
-                   std::string_view key, size_t prefix) const;
   cache::BufferCache* cache_;
   cache::PageSpace* space_;
   page::PageNo root_;

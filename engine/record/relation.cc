@@ -114,13 +114,11 @@ void Relation::SetFastPage(uint32_t seq, PageNo p, uint8_t flags) {
 
 void Relation::PrefetchPages(uint32_t first, uint32_t n) const {
   std::vector<PageNo> pages;
-  {
-    std::shared_lock<std::shared_mutex> g(mu_);
-    for (uint32_t seq = first; seq < pages_.size() && seq - first < n; ++seq) {
-      if (pages_[seq].page != page::kNoPage && !(pages_[seq].flags & page::kPpSecondary)) {
-        pages.push_back(pages_[seq].page);
-      }
-    }
+  const uint32_t count = PageSequences();
+  for (uint32_t seq = first; seq < count && seq - first < n; ++seq) {
+    const uint64_t e = FastEntry(seq);
+    const PageNo p = static_cast<PageNo>(e);
+    if (p != page::kNoPage && !((e >> 32) & page::kPpSecondary)) pages.push_back(p);
   }
   for (size_t i = 0; i < pages.size(); i += cache::BufferCache::kMaxPrefetch) {
     const size_t k = std::min(pages.size() - i, cache::BufferCache::kMaxPrefetch);
@@ -486,12 +484,10 @@ absl::Status Relation::ForEachVersion(
 
 absl::Status Relation::VisitPrimaryLines(
     uint32_t seq, const std::function<absl::Status(PageNo, const uint8_t*, uint16_t)>& fn) {
-  PageNo p;
-  {
-    std::shared_lock<std::shared_mutex> g(mu_);
-    if (seq >= pages_.size() || (pages_[seq].flags & page::kPpSecondary)) return absl::OkStatus();
-    p = pages_[seq].page;
-  }
+  if (seq >= PageSequences()) return absl::OkStatus();
+  const uint64_t e = FastEntry(seq);
+  if ((e >> 32) & page::kPpSecondary) return absl::OkStatus();
+  const PageNo p = static_cast<PageNo>(e);
   absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
   if (!r.ok()) return r.status();
   const uint16_t n = page::DpLineCount(r->data());
