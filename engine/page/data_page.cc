@@ -73,32 +73,29 @@ bool HeaderSane(const uint8_t* page, uint32_t page_size) {
 // it already counts the holes. False, with the page untouched, if a line entry is corrupt.
 bool Compact(uint8_t* page, uint32_t page_size, int skip) {
   const uint32_t lc = LineCount(page);
-  struct Entry {
-    uint16_t off, len;
-    uint32_t line;
-  };
-  std::vector<Entry> live;
-  live.reserve(lc);
   size_t total = 0;
   for (uint32_t i = 0; i < lc; ++i) {
     const Line l = GetLine(page, i);
     if (l.off == 0 || static_cast<int>(i) == skip) continue;
     if (!LiveLineValid(l, lc, page_size)) return false;
-    live.push_back({l.off, l.len, i});
     total += l.len;
   }
   // Overlapping (corrupt) entries could sum past the space available; packing them would then
   // write over the line array.
   if (total > page_size - ArrayEnd(lc)) return false;
-  // Highest record first: each lands at or above its old offset and above every record still
-  // to be moved, so memmove never clobbers unmoved bytes.
-  std::sort(live.begin(), live.end(), [](const Entry& a, const Entry& b) { return a.off > b.off; });
+  // Packed in line order into a scratch copy, then copied back in one piece: no sort by offset
+  // (a mass update compacts a page of a few hundred lines several times over).
+  thread_local std::vector<uint8_t> scratch;
+  if (scratch.size() < page_size) scratch.resize(page_size);
   uint32_t cursor = page_size;
-  for (const Entry& e : live) {
-    cursor -= e.len;
-    if (cursor != e.off) std::memmove(page + cursor, page + e.off, e.len);
-    SetLine(page, e.line, Line{static_cast<uint16_t>(cursor), e.len});
+  for (uint32_t i = 0; i < lc; ++i) {
+    const Line l = GetLine(page, i);
+    if (l.off == 0 || static_cast<int>(i) == skip) continue;
+    cursor -= l.len;
+    std::memcpy(scratch.data() + cursor, page + l.off, l.len);
+    SetLine(page, i, Line{static_cast<uint16_t>(cursor), l.len});
   }
+  std::memcpy(page + cursor, scratch.data() + cursor, page_size - cursor);
   // Clear the reclaimed gap so deleted record bytes do not linger in the file.
   std::memset(page + ArrayEnd(lc), 0, cursor - ArrayEnd(lc));
   SetDataStart(page, cursor);

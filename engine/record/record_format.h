@@ -2,18 +2,15 @@
 // encoding of a row's values into a body, body compression (run-length for mid-sized bodies,
 // zstd for large ones) and the delta a back version may be stored as.
 //
-// Record header (little-endian), docs/format.md "Record format":
-//   offset size field
-//   0      8    txn         transaction that wrote this version (0 for fragments)
-//   8      4    back_page   page of the next older version (0 = none)
-//   12     2    back_line   its line
-//   14     1    flags       RecordFlag bits
-//   15     1    encoding    BodyEncoding of the body
-//   -- only with kRecFragmented:
-//   16     4    frag_page   page of the next fragment
-//   20     2    frag_line   its line
-//   22     2    reserved
+// Record header (little-endian, variable length), docs/format.md "Record format":
+//   1 byte    flags (RecordFlag bits 0-5) | encoding << 6 (BodyEncoding of the body)
+//   varint    txn << 1 | has_back   (txn: transaction that wrote this version, 0 for fragments)
+//   -- only with has_back (back_page != 0), fixed width so repointing never changes the size:
+//   u32 back_page, u16 back_line    the next older version
+//   -- only with kRecFragmented, fixed width for the same reason:
+//   u32 frag_page, u16 frag_line    the next fragment
 //   then the body bytes (for a fragmented record: the first part of the stored body)
+// A head version of a small row takes 2-4 header bytes instead of a fixed 16.
 //
 // A stored body is the row encoding, possibly compressed, or (kRecDelta) a delta against the
 // next NEWER version's row encoding.
@@ -26,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ember/schema.h"
+#include "engine/util/coding.h"
 
 namespace ember::record {
 
@@ -42,8 +40,9 @@ constexpr uint8_t kRecNotPrimary = kRecBackVersion | kRecFragment | kRecBlob;
 
 enum class BodyEncoding : uint8_t { kPlain = 0, kRle = 1, kZstd = 2 };
 
-constexpr size_t kRecHeaderSize = 16;
-constexpr size_t kRecFragHeaderSize = 24;
+// The largest header: 1 + a 10-byte varint + back pointer + fragment pointer.
+constexpr size_t kRecMaxHeaderSize = 23;
+constexpr size_t kRecPointerSize = 6;  // u32 page + u16 line
 
 struct RecordHeader {
   uint64_t txn = 0;
@@ -53,12 +52,65 @@ struct RecordHeader {
   BodyEncoding encoding = BodyEncoding::kPlain;
   uint32_t frag_page = 0;
   uint16_t frag_line = 0;
-  size_t size() const { return (flags & kRecFragmented) ? kRecFragHeaderSize : kRecHeaderSize; }
+  // Encoded size; depends on txn, on whether there is a back version and on kRecFragmented
+  // (not on the pointers' values).
+  size_t size() const {
+    return 1 + util::VarintLength(TxnWord()) + (back_page != 0 ? kRecPointerSize : 0) +
+           ((flags & kRecFragmented) ? kRecPointerSize : 0);
+  }
+  // The size this header takes once it has a back pointer and, if `fragmented`, a fragment
+  // pointer: what a head being built will need before its pointers are known.
+  size_t SizeWith(bool has_back, bool fragmented) const {
+    return 1 + util::VarintLength(txn << 1 | 1) + (has_back ? kRecPointerSize : 0) +
+           (fragmented || (flags & kRecFragmented) ? kRecPointerSize : 0);
+  }
+  uint64_t TxnWord() const { return txn << 1 | (back_page != 0 ? 1 : 0); }
 };
 
-void EncodeHeader(const RecordHeader& h, std::string* out);  // appends
-// Parses the header at the front of `rec`; false if too short or inconsistent.
-bool DecodeHeader(std::string_view rec, RecordHeader* h);
+// Appends the header. `h.txn` must be below 2^63 (transaction numbers are).
+void EncodeHeader(const RecordHeader& h, std::string* out);
+// Parses the header at the front of `rec`; false if too short or inconsistent. Inline: every
+// version read and written decodes one, and nearly all take the short path (a transaction
+// number below 8192 written as one or two varint bytes).
+bool DecodeHeaderSlow(std::string_view rec, RecordHeader* h);
+inline bool DecodeHeader(std::string_view rec, RecordHeader* h) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(rec.data());
+  if (rec.size() < 3 || (p[1] >= 0x80 && p[2] >= 0x80) || (p[0] >> 6) > 2) {
+    return DecodeHeaderSlow(rec, h);
+  }
+  size_t n;
+  uint64_t word;
+  if (p[1] < 0x80) {
+    word = p[1];
+    n = 2;
+  } else {
+    word = (p[1] & 0x7Fu) | uint64_t{p[2]} << 7;
+    n = 3;
+  }
+  h->flags = p[0] & 0x3F;
+  h->encoding = static_cast<BodyEncoding>(p[0] >> 6);
+  h->txn = word >> 1;
+  const size_t need = n + ((word & 1) ? kRecPointerSize : 0) +
+                      ((h->flags & kRecFragmented) ? kRecPointerSize : 0);
+  if (rec.size() < need) return false;
+  if (word & 1) {
+    h->back_page = util::Get32(p + n);
+    h->back_line = util::Get16(p + n + 4);
+    if (h->back_page == 0) return false;
+    n += kRecPointerSize;
+  } else {
+    h->back_page = 0;
+    h->back_line = 0;
+  }
+  if (h->flags & kRecFragmented) {
+    h->frag_page = util::Get32(p + n);
+    h->frag_line = util::Get16(p + n + 4);
+  } else {
+    h->frag_page = 0;
+    h->frag_line = 0;
+  }
+  return true;
+}
 
 // Row <-> row encoding, checked against the table's columns.
 absl::Status ValidateRow(const std::vector<Column>& cols, const Row& row);

@@ -16,7 +16,7 @@ using page::PageNo;
 namespace {
 // Room kept free per record on a primary page for its next back version (a small delta), so an
 // update usually keeps the old version on the same page (Firebird reserves space the same way).
-constexpr uint32_t kReservePerRecord = 24;
+constexpr uint32_t kReservePerRecord = 16;
 constexpr int kMaxChain = 1 << 20;
 
 std::string Where(uint32_t rel, uint64_t rec) {
@@ -271,7 +271,7 @@ absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreSecondary(
 absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreFragments(uint64_t txn,
                                                                      std::string_view bytes,
                                                                      PageRef* holder) {
-  const size_t chunk = page::MaxRecordOnPage(ps_) - kRecFragHeaderSize - 64;
+  const size_t chunk = page::MaxRecordOnPage(ps_) - kRecMaxHeaderSize - 64;
   const size_t n = (bytes.size() + chunk - 1) / chunk;
   std::pair<PageNo, uint16_t> next{page::kNoPage, 0};
   // Last fragment first, so each one can point at the next, already stored.
@@ -298,15 +298,18 @@ absl::StatusOr<std::string> Relation::BuildVersion(uint64_t txn, RecordHeader h,
                                                    std::string_view stored, size_t inline_limit,
                                                    PageRef* primary) {
   std::string rec;
-  if (h.size() + stored.size() <= inline_limit) {
+  // No inline body at all when the limit is 0 (the last resort of Write() on a full page);
+  // callers otherwise pass limits of at least kRecMaxHeaderSize + 16. A record no larger than
+  // its fragmented header alone (a delete stub, a tiny row) is never fragmented: that would not
+  // make it smaller.
+  const size_t frag_header = h.SizeWith(h.back_page != 0, /*fragmented=*/true);
+  if (h.size() + stored.size() <= std::max(inline_limit, frag_header)) {
     rec.reserve(h.size() + stored.size());  // one allocation, not one per append
     EncodeHeader(h, &rec);
     rec.append(stored);
     return rec;
   }
-  // No inline body at all when the limit is just the fragmented header (the last resort of
-  // Write() on a full page); callers otherwise pass limits of at least kRecFragHeaderSize + 16.
-  const size_t head = inline_limit > kRecFragHeaderSize ? inline_limit - kRecFragHeaderSize : 0;
+  const size_t head = inline_limit > frag_header ? inline_limit - frag_header : 0;
   const size_t keep = std::min(head, stored.size());
   absl::StatusOr<std::pair<PageNo, uint16_t>> frag =
       StoreFragments(txn, stored.substr(keep), primary);
@@ -612,9 +615,9 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
   h.txn = txn;
   std::string stored;
   h.encoding = CompressBody(raw, &stored);
-  const size_t full = kRecHeaderSize + stored.size();
+  const size_t full = h.size() + stored.size();
   const size_t max_inline = ps_ / 4;
-  const size_t need = std::min(full, std::max(max_inline, size_t{kRecFragHeaderSize + 16}));
+  const size_t need = std::min(full, std::max(max_inline, size_t{kRecMaxHeaderSize + 16}));
   for (;;) {
     uint32_t seq;
     bool found = false;
@@ -833,10 +836,11 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
     brec.reserve(bh.size() + body.size());
     EncodeHeader(bh, &brec);
     brec.append(body);
-    const size_t new_head_est = nh.size() + std::min<size_t>(stored.size(), ps_ / 4);
+    const size_t new_head_est =
+        nh.SizeWith(/*has_back=*/true, false) + std::min<size_t>(stored.size(), ps_ / 4);
     const uint32_t free = page::DpFreeSpace(P.data(), ps_);
     std::optional<uint16_t> same_line;
-    if (free + head_size >= brec.size() + page::kDpLineSize + new_head_est + 8) {
+    if (free + head_size >= brec.size() + page::kDpLineSize + new_head_est + kHeadSlack) {
       same_line = page::DpInsert(P.data(), ps_, brec);
     }
     if (same_line) {
@@ -856,16 +860,16 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   // The new head: inline if it fits in the room the page has, else fragmented with a small
   // inline part.
   const size_t room = page::DpFreeSpace(P.data(), ps_) + head_size;
-  size_t limit = room > 8 ? room - 8 : 0;
+  size_t limit = room > kHeadSlack ? room - kHeadSlack : 0;
   if (nh.size() + stored.size() > limit) limit = std::min<size_t>(limit, ps_ / 4);
-  limit = std::max<size_t>(limit, kRecFragHeaderSize + 16);
+  limit = std::max<size_t>(limit, kRecMaxHeaderSize + 16);
   absl::StatusOr<std::string> nrec = BuildVersion(txn, nh, stored, limit, &P);
   if (!nrec.ok()) return nrec.status();
   if (!page::DpReplace(P.data(), ps_, line, *nrec)) {
     // Retry with the smallest head: the fragmented header alone, which fits wherever the old
     // head had at least that much room (e.g. over a rolled-back delete stub on a full page).
     // The fragments of the first attempt become unreachable lines.
-    nrec = BuildVersion(txn, nh, stored, kRecFragHeaderSize, &P);
+    nrec = BuildVersion(txn, nh, stored, /*inline_limit=*/0, &P);
     if (!nrec.ok()) return nrec.status();
     bool placed = page::DpReplace(P.data(), ps_, line, *nrec);
     // Still no room (a delete stub being overwritten on a page full to the last bytes): move
@@ -903,7 +907,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
       for (uint16_t k : referrers) {
         std::string r(*page::DpGet(P.data(), ps_, k));
         if (absl::Status s = repoint(&r, loc->first, loc->second); !s.ok()) return s;
-        page::DpReplace(P.data(), ps_, k, r);  // same size: in place
+        page::DpReplace(P.data(), ps_, k, r);  // same size (fixed-width pointer): in place
       }
       if (new_head_refers) {
         nh.back_page = loc->first;

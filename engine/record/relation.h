@@ -95,6 +95,11 @@ struct VersionStats {
 // page's has-garbage flag): commits do not write them (eviction, the collector and Close do).
 constexpr uint64_t kNoOwnerMark = 62;
 
+// Bytes a head version leaves free on its page when it is written: with them, any head can
+// later be rewritten as its smallest form (a header with back and fragment pointers and no
+// inline body), since record headers are variable length.
+constexpr size_t kHeadSlack = 16;
+
 // Outcome of an update or delete attempt.
 struct WriteOutcome {
   enum Code { kDone, kWaitFor, kConflict, kNotFound } code = kDone;

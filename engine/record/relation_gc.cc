@@ -85,14 +85,14 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
       std::string stored;
       if (!(nh.flags & kRecDeleted)) nh.encoding = CompressBody(*raw, &stored);
       const size_t room = page::DpFreeSpace(P.data(), ps_) + head_rec.size();
-      size_t limit = room > 8 ? room - 8 : 0;
+      size_t limit = room > kHeadSlack ? room - kHeadSlack : 0;
       if (nh.size() + stored.size() > limit) limit = std::min<size_t>(limit, ps_ / 4);
-      limit = std::max<size_t>(limit, kRecFragHeaderSize + 16);
+      limit = std::max<size_t>(limit, kRecMaxHeaderSize + 16);
       absl::StatusOr<std::string> built = BuildVersion(mark_txn, nh, stored, limit, &P);
       if (!built.ok()) return built.status();
       placed = page::DpReplace(P.data(), ps_, line, *built);
       if (!placed) {
-        built = BuildVersion(mark_txn, nh, stored, kRecFragHeaderSize, &P);
+        built = BuildVersion(mark_txn, nh, stored, /*inline_limit=*/0, &P);
         if (!built.ok()) return built.status();
         placed = page::DpReplace(P.data(), ps_, line, *built);
       }
@@ -205,13 +205,13 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
     nrec.append(chain[keep].rec, chain[keep].h.size());
     if (cut_page == *pno) {
       if (!page::DpReplace(P.data(), ps_, chain[keep].line, nrec)) {
-        return absl::InternalError("collect: same-size replace failed");
+        return absl::InternalError("collect: shrinking replace failed");
       }
     } else {
       absl::StatusOr<PageRef> s = cache_->Fetch(cut_page, LatchMode::kExclusive);
       if (!s.ok()) return s.status();
       if (!page::DpReplace(s->data(), ps_, chain[keep].line, nrec)) {
-        return absl::InternalError("collect: same-size replace failed");
+        return absl::InternalError("collect: shrinking replace failed");
       }
       s->Mark(mark_txn);
     }

@@ -19,6 +19,15 @@ static_assert(std::endian::native == std::endian::little, "EmberDB assumes a lit
 
 // Appends `v` as a LEB128 varint (1-10 bytes).
 void PutVarint64(std::string* dst, uint64_t v);
+// Bytes PutVarint64 writes for `v`.
+inline size_t VarintLength(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
 // Decodes a varint from the front of `*in`, advancing it. False if truncated or over-long.
 bool GetVarint64(std::string_view* in, uint64_t* v);
 // Zigzag mapping so small negative numbers encode short.

@@ -62,8 +62,9 @@ TEST_CASE("record: header encode/decode, plain and fragmented", "[record]") {
   h.encoding = BodyEncoding::kRle;
   std::string out = "xy";  // EncodeHeader appends
   EncodeHeader(h, &out);
-  REQUIRE(out.size() == 2 + kRecHeaderSize);
-  CHECK(h.size() == kRecHeaderSize);
+  // flags byte, a 9-byte varint (txn << 1 | 1 is below 2^63), the back pointer.
+  REQUIRE(out.size() == 2 + 1 + 9 + kRecPointerSize);
+  CHECK(h.size() == out.size() - 2);
   RecordHeader d;
   d.frag_page = 99;  // must be reset by the decoder
   REQUIRE(DecodeHeader(std::string_view(out).substr(2), &d));
@@ -84,28 +85,87 @@ TEST_CASE("record: header encode/decode, plain and fragmented", "[record]") {
   std::string fo;
   EncodeHeader(f, &fo);
   fo += "body";
-  REQUIRE(fo.size() == kRecFragHeaderSize + 4);
-  CHECK(f.size() == kRecFragHeaderSize);
+  REQUIRE(fo.size() == 1 + 1 + kRecPointerSize + 4);  // no back pointer: not stored
+  CHECK(f.size() == fo.size() - 4);
   RecordHeader fd;
+  fd.back_page = 5;  // must be reset by the decoder
   REQUIRE(DecodeHeader(fo, &fd));
   CHECK(fd.txn == 7);
+  CHECK(fd.back_page == 0);
   CHECK(fd.flags == kRecFragmented);
   CHECK(fd.encoding == BodyEncoding::kZstd);
   CHECK(fd.frag_page == 123456);
   CHECK(fd.frag_line == 65535);
-  CHECK(fd.size() == kRecFragHeaderSize);
+  CHECK(fd.size() == f.size());
   CHECK(fo.substr(fd.size()) == "body");
 
-  // Too short, a fragmented header cut after 16 bytes, a bad encoding, unknown flag bits.
-  CHECK(!DecodeHeader(std::string_view(out).substr(3), &d));
-  CHECK(!DecodeHeader(std::string_view(fo).substr(0, kRecHeaderSize), &d));
-  CHECK(!DecodeHeader("", &d));
+  // Every cut short of the whole header fails; so do a bad encoding (3), a back pointer to
+  // page 0 and an over-long varint.
+  for (const std::string& enc : {out.substr(2), fo.substr(0, f.size())}) {
+    for (size_t n = 0; n < enc.size(); ++n) CHECK(!DecodeHeader(enc.substr(0, n), &d));
+  }
   std::string bad = out.substr(2);
-  bad[15] = 3;
+  bad[0] = static_cast<char>(bad[0] | 0xC0);
   CHECK(!DecodeHeader(bad, &d));
-  bad = out.substr(2);
-  bad[14] = static_cast<char>(0x80);
+  RecordHeader z;
+  z.txn = 1;
+  z.back_page = 1;
+  bad.clear();
+  EncodeHeader(z, &bad);
+  bad[2] = bad[3] = bad[4] = bad[5] = 0;  // has_back set, back_page 0
   CHECK(!DecodeHeader(bad, &d));
+  bad = std::string(1, '\0') + std::string(10, static_cast<char>(0xFF)) + "x";
+  CHECK(!DecodeHeader(bad, &d));
+}
+
+TEST_CASE("record: header size follows the transaction number and the pointers", "[record]") {
+  // A head version of a young database: 2 bytes; the largest header fits kRecMaxHeaderSize.
+  RecordHeader h;
+  h.txn = 5;
+  std::string e;
+  EncodeHeader(h, &e);
+  CHECK(e.size() == 2);
+  CHECK(h.SizeWith(true, false) == 2 + kRecPointerSize);
+  CHECK(h.SizeWith(true, true) == 2 + 2 * kRecPointerSize);
+  for (uint64_t txn : {0ull, 1ull, 63ull, 64ull, 8191ull, 8192ull, 1ull << 40, (1ull << 63) - 1}) {
+    for (int back = 0; back < 2; ++back) {
+      for (int frag = 0; frag < 2; ++frag) {
+        for (uint8_t enc = 0; enc < 3; ++enc) {
+          RecordHeader x;
+          x.txn = txn;
+          x.back_page = back ? 0xFFFFFFFFu : 0;
+          x.back_line = back ? 0x1234 : 0;
+          x.flags = static_cast<uint8_t>((frag ? kRecFragmented : 0) | kRecBlob | kRecDeleted);
+          x.frag_page = frag ? 77 : 0;
+          x.frag_line = frag ? 9 : 0;
+          x.encoding = static_cast<BodyEncoding>(enc);
+          std::string o;
+          EncodeHeader(x, &o);
+          REQUIRE(o.size() == x.size());
+          REQUIRE(o.size() <= kRecMaxHeaderSize);
+          CHECK(x.SizeWith(back, frag) == x.size());
+          RecordHeader y;
+          REQUIRE(DecodeHeader(o + "tail", &y));
+          CHECK(y.txn == x.txn);
+          CHECK(y.back_page == x.back_page);
+          CHECK(y.back_line == x.back_line);
+          CHECK(y.flags == x.flags);
+          CHECK(y.frag_page == x.frag_page);
+          CHECK(y.frag_line == x.frag_line);
+          CHECK(y.encoding == x.encoding);
+          CHECK(y.size() == o.size());
+        }
+      }
+    }
+  }
+  // Repointing a back or fragment pointer never changes the size (rewrites stay in place).
+  RecordHeader a;
+  a.txn = 300;
+  a.back_page = 1;
+  RecordHeader b = a;
+  b.back_page = 0xFFFFFFFF;
+  b.back_line = 0xFFFF;
+  CHECK(a.size() == b.size());
 }
 
 // ---------------------------------------------------------------- rows
