@@ -153,6 +153,9 @@ class UndoLog {
   void CompactMoved(std::span<Image> moved, uint64_t mark);
   void Account();
   void Recycle(Level&& l);
+  // Before an image is added to a full vector: grows `top` (and the arena) ahead for a
+  // statement that looks like it is going over its parent's records again.
+  void GrowForStatement(Level& top, size_t image_len);
 
   io::TempSpace* temp_;
   const uint64_t memory_limit_;

@@ -553,3 +553,37 @@ TEST_CASE("undo log: a million-record statement released and rolled back, chunk 
   REQUIRE(acts.size() == n);
   for (const UndoAction& a : acts) REQUIRE(a.kind == UndoKind::kRemoveHead);
 }
+
+TEST_CASE("undo log: a statement over the parent's records grows ahead; a small one does not",
+          "[undo]") {
+  Temp temp;
+  const bool limited = GENERATE(false, true);
+  INFO("memory limit " << (limited ? "64 KB" : "64 MB"));
+  UndoLog log(temp.ts.get(), limited ? (64 << 10) : (64 << 20));
+  log.Push("");
+  constexpr uint64_t kRecords = 100000;
+  for (uint64_t r = 0; r < kRecords; ++r) Rec(log, {1, r}, UndoKind::kRemoveHead, {}, true);
+  const uint64_t base = log.stats().memory_bytes;
+  const std::string img(10, 'v');
+
+  // A one-record statement inside the big transaction reserves nothing for the parent's size.
+  log.Push("");
+  Rec(log, {1, 7}, UndoKind::kRestoreOwn, img, true);
+  CHECK(log.stats().memory_bytes < base + (64 << 10));
+  log.ReleaseTop();
+
+  // A statement going over every record: its vector (24 bytes an image) is sized for the
+  // parent after the first thousand images, not doubled past it; the images stay right.
+  log.Push("");
+  for (uint64_t r = 0; r < kRecords; ++r) {
+    Rec(log, {1, r}, UndoKind::kRestoreOwn, img + std::to_string(r), true);
+  }
+  const ember::txn::UndoStats st = log.stats();
+  INFO("memory " << st.memory_bytes << ", base " << base);
+  // (Doubling would leave a vector for 131,072 images and a 2 MB arena.)
+  CHECK(st.memory_bytes < base + kRecords * 24 + (limited ? (1u << 20) : kRecords * 24));
+  if (limited) CHECK(st.spilled_bytes > 0);  // the arena reservation kept to the limit
+  std::vector<UndoAction> acts = Pop(log);
+  REQUIRE(acts.size() == kRecords);
+  for (const UndoAction& a : acts) REQUIRE(a.before == img + std::to_string(a.key.rec));
+}
