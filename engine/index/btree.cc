@@ -128,9 +128,9 @@ struct SplitPlan {
 // left = [0,k) and right = [k,n); internal, left = [0,k), entry k moves up (its child becomes
 // right's low_page) and right = (k,n). Each half is sized with its fence: the separator for the
 // left, the node's own fence for the right. Appending at the right end of a level (ascending
-// loads) leaves the left page full when it fits; otherwise the larger half is made as small as
+// loads) leaves the left page as full as it can be with its fence; otherwise the larger half is made as small as
 // possible. Returns 0 when no split point makes both halves fit, which BtreeMaxKeySize rules
-// out: with entries of at most E = 12 + 2 + K bytes (a restart slot included) and fences of at
+// out: with entries of at most E = 14 + 2 + K bytes (a restart slot included) and fences of at
 // most 2 + K, a page holding four entries and a fence leaves a window of at least E bytes of split
 // points where both halves fit.
 size_t ChooseSplit(const BtreeNode& node, size_t inserted, uint32_t page_size) {
@@ -141,14 +141,16 @@ size_t ChooseSplit(const BtreeNode& node, size_t inserted, uint32_t page_size) {
   // Each half is encoded afresh: entries compressed against their predecessor except every kR-th
   // from the half's first, stored whole (costing `shared[i]` more bytes), plus the restart array.
   std::vector<size_t> sum(n + 1, 0);  // compressed bytes of entries [0, i)
-  std::vector<size_t> shared(n, 0);   // bytes entry i shares with entry i-1
+  std::vector<size_t> whole(n, 0);    // extra bytes of entry i when stored whole (a restart)
   for (size_t i = 0; i < n; ++i) {
-    shared[i] = i > 0 ? CommonPrefix(e[i - 1].key, e[i].key) : 0;
-    sum[i + 1] = sum[i] + page::bt::kEntryOverhead + e[i].key.size() - shared[i];
+    const size_t shared = i > 0 ? CommonPrefix(e[i - 1].key, e[i].key) : 0;
+    const size_t bytes = page::BtreeEntryBytes(shared, e[i].key.size() - shared, e[i].value);
+    sum[i + 1] = sum[i] + bytes;
+    whole[i] = page::BtreeEntryBytes(0, e[i].key.size(), e[i].value) - bytes;
   }
   // stride[i]: extra bytes of entries i, i+kR, i+2kR, ... stored whole (a half starting at i).
   std::vector<size_t> stride(n + kR, 0);
-  for (size_t i = n; i-- > 0;) stride[i] = shared[i] + stride[i + kR];
+  for (size_t i = n; i-- > 0;) stride[i] = whole[i] + stride[i + kR];
   auto restart_bytes = [&](size_t entries) {
     return page::bt::kRestartSize * ((entries + kR - 1) / kR);
   };
@@ -166,9 +168,13 @@ size_t ChooseSplit(const BtreeNode& node, size_t inserted, uint32_t page_size) {
     const size_t entries = from >= n ? 0 : sum[n] - sum[from] + stride[from];
     return page::kBtreeHeaderSize + right_fence + entries + restart_bytes(n - std::min(n, from));
   };
-  if (inserted + 1 == n && node.right_sibling == page::kNoPage && n >= 2 &&
-      left_bytes(n - 1) <= page_size && right_bytes(n - 1) <= page_size) {
-    return n - 1;
+  if (inserted + 1 == n && node.right_sibling == page::kNoPage && n >= 2) {
+    // The left page keeps all it held, or as much as fits once it carries a fence: a page
+    // filled to the last bytes as the rightmost (no fence) may not hold them all with one, and
+    // falling back to an even split then would leave every page of an ascending load half full.
+    for (size_t k = n - 1; k >= 1 && k + kR >= n; --k) {
+      if (left_bytes(k) <= page_size && right_bytes(k) <= page_size) return k;
+    }
   }
   size_t best_k = 0, best = SIZE_MAX;
   for (size_t k = 1; k < n; ++k) {

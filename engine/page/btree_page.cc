@@ -17,19 +17,20 @@ static_assert(bt::kIndexId == bt::kRelationId + 4 && bt::kLevel == bt::kIndexId 
               bt::kDataEnd == bt::kCount + 2 && bt::kLowPage == bt::kDataEnd + 2 &&
               bt::kRestartCount == bt::kLowPage + 4);
 static_assert(bt::kEntries == bt::kRestartCount + 2);
-static_assert(bt::kEntryOverhead == 2 + 2 + 8);
+// Key lengths (and so prefix and suffix lengths) take at most two varint bytes.
+static_assert(kMaxPageSize / 5 < (1u << 14));
 static_assert(bt::kFenceOverhead == 2);
 // data_end and the key lengths are u16.
 static_assert(kMaxPageSize <= 0xFFFF);
 // Four maximal entries and a maximal fence fit in every page size.
 constexpr bool MaxEntriesFit(uint32_t ps) {
-  return kBtreeHeaderSize + 4 * (bt::kEntryOverhead + bt::kRestartSize + BtreeMaxKeySize(ps)) +
+  return kBtreeHeaderSize + 4 * (bt::kEntryMaxOverhead + bt::kRestartSize + BtreeMaxKeySize(ps)) +
              bt::kFenceOverhead + BtreeMaxKeySize(ps) <=
          ps;
 }
 static_assert(MaxEntriesFit(kMinPageSize) && MaxEntriesFit(8192) && MaxEntriesFit(16384) &&
               MaxEntriesFit(kMaxPageSize));
-static_assert(BtreeMaxKeySize(kMinPageSize) == 799 && BtreeMaxKeySize(kMaxPageSize) == 6533);
+static_assert(BtreeMaxKeySize(kMinPageSize) == 797 && BtreeMaxKeySize(kMaxPageSize) == 6532);
 
 namespace {
 
@@ -44,6 +45,69 @@ absl::Status Corrupt(PageNo no, const std::string& what) {
   return absl::DataLossError(absl::StrCat("btree page ", no, ": ", what));
 }
 
+uint8_t* PutV(uint8_t* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<uint8_t>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<uint8_t>(v);
+  return p;
+}
+
+// Reads a varint at `p`, not past `end`. Null when it is truncated or longer than 10 bytes.
+inline const uint8_t* GetV(const uint8_t* p, const uint8_t* end, uint64_t* v) {
+  if (p < end && *p < 0x80) {  // nearly every length, and small values
+    *v = *p;
+    return p + 1;
+  }
+  uint64_t r = 0;
+  for (int shift = 0; p < end && shift < 70; shift += 7) {
+    const uint64_t b = *p++;
+    if (shift == 63 && b > 1) return nullptr;
+    r |= (b & 0x7F) << shift;
+    if (b < 0x80) {
+      *v = r;
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+// One entry as stored: offsets are page offsets.
+struct RawEntry {
+  size_t prefix = 0;
+  size_t suffix = 0;
+  size_t header = 0;    // bytes of the two lengths
+  size_t sfx = 0;       // offset of the suffix bytes
+  uint64_t value = 0;
+  size_t next = 0;      // offset one past the entry
+};
+
+// Parses the entry at `off`, not past `end`. False when it does not fit (or a length is absurd).
+inline bool ParseEntry(const uint8_t* page, size_t off, size_t end, RawEntry* e) {
+  const uint8_t* const lim = page + end;
+  uint64_t prefix, suffix;
+  const uint8_t* p = GetV(page + off, lim, &prefix);
+  if (p == nullptr || (p = GetV(p, lim, &suffix)) == nullptr) return false;
+  if (suffix > static_cast<size_t>(lim - p)) return false;
+  e->prefix = prefix;
+  e->suffix = suffix;
+  e->header = static_cast<size_t>(p - (page + off));
+  e->sfx = static_cast<size_t>(p - page);
+  p = GetV(p + suffix, lim, &e->value);
+  if (p == nullptr) return false;
+  e->next = static_cast<size_t>(p - page);
+  return true;
+}
+
+// Writes an entry at `at`; returns the byte after it.
+uint8_t* PutEntry(uint8_t* at, size_t prefix, std::string_view suffix, uint64_t value) {
+  at = PutV(at, prefix);
+  at = PutV(at, suffix.size());
+  if (!suffix.empty()) std::memcpy(at, suffix.data(), suffix.size());
+  return PutV(at + suffix.size(), value);
+}
+
 // Offset one past the last entry of `node` once encoded (the header included, the restart array
 // and the fence not), and the number of restarts.
 size_t EntriesEnd(const BtreeNode& node, size_t* restarts) {
@@ -51,7 +115,8 @@ size_t EntriesEnd(const BtreeNode& node, size_t* restarts) {
   std::string_view prev;
   for (size_t i = 0; i < node.entries.size(); ++i) {
     const std::string& key = node.entries[i].key;
-    size += BtreeEntrySize(i % kBtreeRestartInterval == 0 ? std::string_view() : prev, key);
+    size += BtreeEntrySize(i % kBtreeRestartInterval == 0 ? std::string_view() : prev, key,
+                           node.entries[i].value);
     prev = key;
   }
   *restarts = (node.entries.size() + kBtreeRestartInterval - 1) / kBtreeRestartInterval;
@@ -73,8 +138,14 @@ void PutCounts(uint8_t* page, const BtreeHeader& h) {
 
 }  // namespace
 
-size_t BtreeEntrySize(std::string_view prev, std::string_view key) {
-  return bt::kEntryOverhead + key.size() - CommonPrefix(prev, key);
+size_t BtreeEntryBytes(size_t prefix, size_t suffix, uint64_t value) {
+  return util::VarintLength(prefix) + util::VarintLength(suffix) + suffix +
+         util::VarintLength(value);
+}
+
+size_t BtreeEntrySize(std::string_view prev, std::string_view key, uint64_t value) {
+  const size_t prefix = CommonPrefix(prev, key);
+  return BtreeEntryBytes(prefix, key.size() - prefix, value);
 }
 
 size_t BtreeEncodedSize(const BtreeNode& node) {
@@ -130,7 +201,7 @@ absl::Status ReadBtreeHeader(const uint8_t* page, uint32_t page_size, PageNo no,
       h->data_end + bt::kRestartSize * size_t{h->restart_count} > limit) {
     return Corrupt(no, absl::StrCat("data_end ", h->data_end, " outside the page"));
   }
-  if (size_t{h->count} * bt::kEntryOverhead > h->data_end - kBtreeHeaderSize) {
+  if (size_t{h->count} * bt::kEntryMinSize > h->data_end - kBtreeHeaderSize) {
     return Corrupt(no, absl::StrCat(h->count, " entries cannot fit before data_end ", h->data_end));
   }
   if (h->leaf() != (h->low_page == kNoPage)) {
@@ -196,9 +267,12 @@ bool BtreeEntryReader::Next() {
     }
     return false;
   }
-  if (off_ + bt::kEntryOverhead > end_) return Fail("entry past data_end");
-  const size_t prefix = util::Get16(page_ + off_);
-  const size_t suffix = util::Get16(page_ + off_ + 2);
+  RawEntry e;
+  if (!ParseEntry(page_, off_, end_, &e)) {
+    return Fail("entry (or its suffix_len or value) past data_end");
+  }
+  const size_t prefix = e.prefix;
+  const size_t suffix = e.suffix;
   bool restart = false;
   if (next_restart_ < restart_count_) {
     const size_t at = RestartAt(restarts_, next_restart_);
@@ -210,11 +284,8 @@ bool BtreeEntryReader::Next() {
   if (prefix > key_.size()) {
     return Fail(absl::StrCat("prefix_len ", prefix, " longer than the previous key"));
   }
-  if (off_ + bt::kEntryOverhead + suffix > end_) {
-    return Fail(absl::StrCat("suffix_len ", suffix, " past data_end"));
-  }
   if (prefix + suffix > max_key_) return Fail(absl::StrCat("key of ", prefix + suffix, " bytes"));
-  const std::string_view sfx(reinterpret_cast<const char*>(page_ + off_ + 4), suffix);
+  const std::string_view sfx(reinterpret_cast<const char*>(page_ + e.sfx), suffix);
   if (check_order_ && (index_ > 0 || !counting_)) {
     // The new key shares `prefix` bytes with the previous one, so only the tails decide the order.
     if (!(sfx > std::string_view(key_).substr(prefix))) {
@@ -227,12 +298,12 @@ bool BtreeEntryReader::Next() {
   check_order_ = true;
   key_.resize(prefix);
   key_.append(sfx);
-  value_ = util::Get64(page_ + off_ + 4 + suffix);
+  value_ = e.value;
   if (internal_ && (value_ == kNoPage || value_ > UINT32_MAX)) {
     return Fail(absl::StrCat("child page ", value_));
   }
   if (restart) ++next_restart_;
-  off_ += bt::kEntryOverhead + suffix;
+  off_ = e.next;
   ++index_;
   return true;
 }
@@ -257,14 +328,15 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
     const size_t off = RestartAt(restarts, mid);
-    if (off < kBtreeHeaderSize || off + bt::kEntryOverhead > end) {
+    if (off < kBtreeHeaderSize || off >= end) {
       return Corrupt(no, absl::StrCat("restart ", mid, " at offset ", off, " outside the entries"));
     }
-    const size_t suffix = util::Get16(page + off + 2);
-    if (util::Get16(page + off) != 0 || off + bt::kEntryOverhead + suffix > end) {
+    uint64_t suffix;
+    const uint8_t* sfx = page[off] == 0 ? GetV(page + off + 1, page + end, &suffix) : nullptr;
+    if (sfx == nullptr || suffix > static_cast<size_t>(page + end - sfx)) {
       return bad(off, "restart entry does not fit");
     }
-    const int c = std::memcmp(page + off + 4, k, std::min(suffix, ksize));
+    const int c = std::memcmp(sfx, k, std::min<size_t>(suffix, ksize));
     const bool below = c < 0 || (c == 0 && suffix < ksize);
     if (below) {
       lo = mid + 1;
@@ -294,14 +366,15 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
     } else if (off > next_restart) {
       return bad(off, "passes a restart");
     }
-    if (off + bt::kEntryOverhead > end) return bad(off, "past data_end");
-    const size_t prefix = util::Get16(page + off);
-    const size_t suffix = util::Get16(page + off + 2);
-    if (prefix > klen || off + bt::kEntryOverhead + suffix > end || prefix + suffix > max_key) {
+    RawEntry e;
+    if (!ParseEntry(page, off, end, &e)) return bad(off, "past data_end");
+    const size_t prefix = e.prefix;
+    const size_t suffix = e.suffix;
+    if (prefix > klen || prefix + suffix > max_key) {
       return bad(off, absl::StrCat("prefix_len ", prefix, ", suffix_len ", suffix,
                                    " do not fit"));
     }
-    const uint8_t* sfx = page + off + 4;
+    const uint8_t* sfx = page + e.sfx;
     // Prefix lengths inside a group are exact (the longest common prefix with the previous key),
     // which is what lets the first two cases decide without looking at the bytes: the previous
     // key is below `key` and first differs from it at byte `matched`.
@@ -328,7 +401,7 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
         equal = prefix + suffix == ksize;
       }
     }
-    const uint64_t value = util::Get64(sfx + suffix);
+    const uint64_t value = e.value;
     if (!below) {
       slot->offset = static_cast<uint16_t>(off);
       slot->prev_offset = static_cast<uint16_t>(prev_off);
@@ -345,7 +418,7 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
     klen = prefix + suffix;
     prev_value = value;
     prev_off = off;
-    off += bt::kEntryOverhead + suffix;
+    off = e.next;
     ++walked;
   }
   if (off != end || next_restart != SIZE_MAX) return bad(off, "entries do not end at data_end");
@@ -368,29 +441,34 @@ bool BtreeInsertAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
   const bool takes_restart = h->count == 0 || slot.at_restart();
   const bool new_restart = h->count == 0 || (!takes_restart && slot.walked >= kBtreeRestartInterval);
   const size_t prefix = takes_restart || new_restart ? 0 : slot.prev_common;
-  const size_t size = bt::kEntryOverhead + key.size() - prefix;
-  size_t next_suffix = 0, drop = 0;
+  const size_t size = BtreeEntryBytes(prefix, key.size() - prefix, value);
+  // The next entry now shares next_common bytes with its predecessor (the new key), at least
+  // the prefix it had: the difference (`drop`) leaves the front of its suffix. Its lengths are
+  // rewritten; its tail (the rest of the suffix, the value) moves as it is.
+  RawEntry next;
+  size_t drop = 0, old_head = 0, new_head = 0;
   if (has_next) {
-    const size_t next_prefix = util::Get16(page + slot.offset);
-    next_suffix = util::Get16(page + slot.offset + 2);
-    // The next entry now shares next_common bytes with its predecessor (the new key), at least
-    // the prefix it had: the difference leaves the front of its suffix.
-    drop = slot.next_common - next_prefix;
+    if (!ParseEntry(page, slot.offset, h->data_end, &next) || slot.next_common < next.prefix ||
+        slot.next_common - next.prefix > next.suffix) {
+      return false;
+    }
+    drop = slot.next_common - next.prefix;
+    old_head = next.header + drop;
+    new_head = util::VarintLength(slot.next_common) + util::VarintLength(next.suffix - drop);
   }
-  const size_t grow = size - drop;  // positive: see docs/format.md
+  // Positive: the next entry loses `drop` suffix bytes, which the new entry's suffix holds, and
+  // its lengths grow by at most one byte, only when drop > 0 (see docs/format.md).
+  const size_t grow = size + new_head - old_head;
   const size_t array_grow = new_restart ? bt::kRestartSize : 0;
   if (grow + array_grow > h->free_space(page_size)) return false;
   uint8_t* at = page + slot.offset;
   if (has_next) {
-    const size_t keep_from = slot.offset + 4 + drop;
-    std::memmove(at + size + 4, page + keep_from, h->data_end - keep_from);
-    util::Put16(at + size, slot.next_common);
-    util::Put16(at + size + 2, static_cast<uint16_t>(next_suffix - drop));
+    const size_t keep_from = slot.offset + old_head;
+    std::memmove(at + size + new_head, page + keep_from, h->data_end - keep_from);
+    uint8_t* nh = PutV(at + size, slot.next_common);
+    PutV(nh, next.suffix - drop);
   }
-  util::Put16(at, static_cast<uint16_t>(prefix));
-  util::Put16(at + 2, static_cast<uint16_t>(key.size() - prefix));
-  std::memcpy(at + 4, key.data() + prefix, key.size() - prefix);
-  util::Put64(at + 4 + key.size() - prefix, value);
+  PutEntry(at, prefix, key.substr(prefix), value);
   // Restarts after the insert point move with their entries.
   for (size_t i = 0; i < h->restart_count; ++i) {
     const size_t r = RestartAt(restarts, i);
@@ -413,26 +491,30 @@ void BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
                    std::string_view key) {
   uint8_t* restarts = page + h->restarts_at(page_size);
   uint8_t* at = page + slot.offset;
-  const size_t prefix = util::Get16(at);
-  const size_t size = bt::kEntryOverhead + util::Get16(at + 2);
-  const size_t next = slot.offset + size;
+  RawEntry e;
+  if (!ParseEntry(page, slot.offset, h->data_end, &e)) return;  // BtreeLowerBound parsed it
+  const size_t next = e.next;
   const bool next_is_restart = slot.restart + 1u < h->restart_count &&
                                RestartAt(restarts, slot.restart + 1) == next;
-  size_t shrink = size;
+  size_t shrink = next - slot.offset;
   bool drop_restart = false;
-  if (next < h->data_end && !next_is_restart) {
-    const size_t next_prefix = util::Get16(page + next);
-    const size_t next_suffix = util::Get16(page + next + 2);
-    // The next entry shares min(prefix, next_prefix) bytes with the entry before the removed
+  RawEntry n;
+  if (next < h->data_end && !next_is_restart && ParseEntry(page, next, h->data_end, &n) &&
+      n.prefix <= key.size()) {
+    // The next entry shares min(prefix, next prefix) bytes with the entry before the removed
     // one (none when the removed one was a restart: the next takes its place as the restart);
     // the removed key (== key) supplies the bytes it shared beyond that.
-    const size_t new_prefix = std::min(prefix, next_prefix);
-    const size_t add = next_prefix - new_prefix;
-    std::memmove(at + 4 + add, page + next + 4, h->data_end - (next + 4));
-    std::memcpy(at + 4, key.data() + new_prefix, add);
-    util::Put16(at, static_cast<uint16_t>(new_prefix));
-    util::Put16(at + 2, static_cast<uint16_t>(next_suffix + add));
-    shrink = size - add;
+    const size_t new_prefix = std::min(e.prefix, n.prefix);
+    const size_t add = n.prefix - new_prefix;
+    const size_t new_head =
+        util::VarintLength(new_prefix) + util::VarintLength(n.suffix + add);
+    const size_t tail_from = next + n.header;           // the old suffix, the value, the rest
+    const size_t tail_to = slot.offset + new_head + add;
+    std::memmove(page + tail_to, page + tail_from, h->data_end - tail_from);
+    uint8_t* p = PutV(at, new_prefix);
+    p = PutV(p, n.suffix + add);
+    std::memcpy(p, key.data() + new_prefix, add);
+    shrink = tail_from - tail_to;
   } else {
     std::memmove(at, page + next, h->data_end - next);
     drop_restart = slot.at_restart();  // its group is now empty
@@ -506,12 +588,7 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
     const bool restart = i % kBtreeRestartInterval == 0;
     if (restart) SetRestart(restarts, i / kBtreeRestartInterval, p - page);
     const size_t prefix = restart ? 0 : CommonPrefix(prev, e.key);
-    const size_t suffix = e.key.size() - prefix;
-    util::Put16(p, static_cast<uint16_t>(prefix));
-    util::Put16(p + 2, static_cast<uint16_t>(suffix));
-    if (suffix > 0) std::memcpy(p + 4, e.key.data() + prefix, suffix);
-    util::Put64(p + 4 + suffix, e.value);
-    p += 4 + suffix + 8;
+    p = PutEntry(p, prefix, std::string_view(e.key).substr(prefix), e.value);
     prev = e.key;
   }
   std::memset(p, 0, restarts - p);

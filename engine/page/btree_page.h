@@ -16,7 +16,7 @@
 //   34        2    data_end       offset one past the last entry
 //   36        4    low_page       internal: child for keys below the first separator; leaf: 0
 //   40        2    restart_count  R: entries in the restart array (0 exactly when count is 0)
-//   42        ...  entries, each {u16 prefix_len, u16 suffix_len, suffix bytes, u64 value}
+//   42        ...  entries, each {varint prefix_len, varint suffix_len, suffix bytes, varint value}
 //   ...            zeros
 //   L-2R      2R   restarts       u16 offsets of the restart entries, increasing; the first is 42
 //   L=ps-2-F  F    fence          only with kBtreeHasFence: the node's high key (L = ps without)
@@ -46,8 +46,11 @@ namespace bt {
 constexpr size_t kRelationId = 16, kIndexId = 20, kLevel = 22, kFlags = 23, kLeftSibling = 24,
                  kRightSibling = 28, kCount = 32, kDataEnd = 34, kLowPage = 36,
                  kRestartCount = 40, kEntries = 42;
-// prefix_len + suffix_len + value.
-constexpr size_t kEntryOverhead = 12;
+// The most bytes an entry takes besides its suffix: prefix_len and suffix_len (keys are shorter
+// than 16384 bytes, so two varint bytes each) and the value (a varint of up to 10 bytes).
+constexpr size_t kEntryMaxOverhead = 2 + 2 + 10;
+// The fewest bytes an entry takes (an empty suffix and small numbers).
+constexpr size_t kEntryMinSize = 3;
 // The fence trailer: the key, then its u16 length in the last two bytes of the page.
 constexpr size_t kFenceOverhead = 2;
 // One restart array slot.
@@ -65,13 +68,16 @@ constexpr size_t kBtreeRestartInterval = 16;
 // halves, each with its fence, fit (see ChooseSplit in engine/index/btree.cc).
 constexpr uint32_t BtreeMaxKeySize(uint32_t page_size) {
   return static_cast<uint32_t>((page_size - kBtreeHeaderSize - bt::kFenceOverhead -
-                                4 * (bt::kEntryOverhead + bt::kRestartSize)) /
+                                4 * (bt::kEntryMaxOverhead + bt::kRestartSize)) /
                                5);
 }
 // Free bytes a page needs so that an in-place insert of any key (a new restart included) fits.
+// (The entry after the new one only ever shrinks: see BtreeInsertAt.)
 constexpr size_t BtreeInsertRoom(size_t key_size) {
-  return bt::kEntryOverhead + bt::kRestartSize + key_size;
+  return bt::kEntryMaxOverhead + bt::kRestartSize + key_size;
 }
+// Bytes of an entry with a `prefix`-byte prefix, a `suffix`-byte suffix and `value`.
+size_t BtreeEntryBytes(size_t prefix, size_t suffix, uint64_t value);
 
 // The fixed fields after the common page header.
 struct BtreeHeader {
@@ -113,8 +119,8 @@ struct BtreeNode : BtreeHeader {
 // points into the page.
 std::string_view BtreeFence(const uint8_t* page, uint32_t page_size, const BtreeHeader& h);
 
-// Bytes an entry for `key` takes when it follows `prev` on a page ("" for a restart entry).
-size_t BtreeEntrySize(std::string_view prev, std::string_view key);
+// Bytes an entry for (key, value) takes when it follows `prev` on a page ("" for a restart).
+size_t BtreeEntrySize(std::string_view prev, std::string_view key, uint64_t value);
 // Bytes `node` takes when encoded, header, restart array and fence included (compare with the
 // page size).
 size_t BtreeEncodedSize(const BtreeNode& node);

@@ -26,7 +26,7 @@
 namespace ember::page {
 
 // 2: B-tree pages gained the restart array.
-constexpr uint32_t kFormatVersion = 3;
+constexpr uint32_t kFormatVersion = 4;
 constexpr std::string_view kMagic{"EMBERDB\0", 8};
 
 struct HeaderFields {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -80,27 +81,28 @@ TEST_CASE("btree page: byte layout and prefix compression", "[btree][page]") {
   CHECK(util::Get16(p + 32) == 5u);
   CHECK(util::Get32(p + 36) == 0u);
   CHECK(util::Get16(p + 40) == 1u);  // one restart: the first entry
-  // "" then "apple" (prefix 0), "applesauce" (prefix 5, "sauce"), "apricot" (prefix 2).
+  // "" then "apple" (prefix 0), "applesauce" (prefix 5, "sauce"), "apricot" (prefix 2), "b":
+  // each {varint prefix_len, varint suffix_len, suffix, varint value}.
   size_t off = 42;
-  CHECK(util::Get16(p + off) == 0);
-  CHECK(util::Get16(p + off + 2) == 0);
-  CHECK(util::Get64(p + off + 4) == 1u);
-  off += 12;
-  CHECK(util::Get16(p + off) == 0);
-  CHECK(util::Get16(p + off + 2) == 5);
-  CHECK(std::string(reinterpret_cast<const char*>(p + off + 4), 5) == "apple");
-  off += 12 + 5;
-  CHECK(util::Get16(p + off) == 5);
-  CHECK(util::Get16(p + off + 2) == 5);
-  CHECK(std::string(reinterpret_cast<const char*>(p + off + 4), 5) == "sauce");
-  CHECK(util::Get64(p + off + 9) == 3u);
-  off += 12 + 5;
-  CHECK(util::Get16(p + off) == 2);
-  CHECK(util::Get16(p + off + 2) == 5);
-  off += 12 + 5;
-  CHECK(util::Get16(p + off) == 0);
-  CHECK(util::Get16(p + off + 2) == 1);
-  off += 12 + 1;
+  auto bytes = [&](size_t n) { return std::vector<uint8_t>(p + off, p + off + n); };
+  CHECK(bytes(3) == std::vector<uint8_t>{0, 0, 1});
+  off += 3;
+  CHECK(bytes(2) == std::vector<uint8_t>{0, 5});
+  CHECK(std::string(reinterpret_cast<const char*>(p + off + 2), 5) == "apple");
+  CHECK(p[off + 7] == 2);
+  off += 8;
+  CHECK(bytes(2) == std::vector<uint8_t>{5, 5});
+  CHECK(std::string(reinterpret_cast<const char*>(p + off + 2), 5) == "sauce");
+  CHECK(p[off + 7] == 3);
+  off += 8;
+  CHECK(bytes(2) == std::vector<uint8_t>{2, 5});
+  CHECK(std::string(reinterpret_cast<const char*>(p + off + 2), 5) == "ricot");
+  // 2^64 - 1 as a varint: nine 0xFF bytes, then 0x01.
+  for (size_t i = 0; i < 9; ++i) CHECK(p[off + 7 + i] == 0xFF);
+  CHECK(p[off + 16] == 0x01);
+  off += 17;
+  CHECK(bytes(4) == std::vector<uint8_t>{0, 1, 'b', 5});
+  off += 4;
   CHECK(util::Get16(p + 34) == off);
   // The fence "bc" ends the page: its bytes, then its u16 length in the last two bytes; the
   // restart array (offset 42) comes before it.
@@ -200,7 +202,7 @@ TEST_CASE("btree page: encode refuses what does not fit and leaves the page alon
           "[btree][page]") {
   const uint32_t ps = 4096;
   const uint32_t max = BtreeMaxKeySize(ps);
-  CHECK(max == (4096 - 42 - 2 - 4 * (12 + 2)) / 5);
+  CHECK(max == (4096 - 42 - 2 - 4 * (14 + 2)) / 5);
   // Four maximal keys with nothing in common and a maximal fence always fit.
   BtreeNode n;
   for (char c : {'a', 'b', 'c', 'd'}) n.entries.push_back({std::string(max, c), 1});
@@ -220,7 +222,7 @@ TEST_CASE("btree page: encode refuses what does not fit and leaves the page alon
   CHECK_FALSE(EncodeBtreePage(big, page.data(), ps));
   CHECK(page == before);
   for (uint32_t s : {4096u, 8192u, 16384u, 32768u}) {
-    CHECK(kBtreeHeaderSize + 4 * (bt::kEntryOverhead + bt::kRestartSize + BtreeMaxKeySize(s)) +
+    CHECK(kBtreeHeaderSize + 4 * (bt::kEntryMaxOverhead + bt::kRestartSize + BtreeMaxKeySize(s)) +
               bt::kFenceOverhead + BtreeMaxKeySize(s) <=
           s);
   }
@@ -229,7 +231,7 @@ TEST_CASE("btree page: encode refuses what does not fit and leaves the page alon
 TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btree][page]") {
   const uint32_t ps = 4096;
   const auto good = Encoded(SampleLeaf(), ps, 42);
-  const size_t first = 42, second = 42 + 12;  // "" then "apple"
+  const size_t first = 42, second = 42 + 3;  // "" then "apple"
   struct Case {
     const char* name;
     std::function<void(uint8_t*)> corrupt;
@@ -242,13 +244,15 @@ TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btr
       {"count too big", [](uint8_t* p) { util::Put16(p + 32, 400); }, "entries"},
       {"count too small", [](uint8_t* p) { util::Put16(p + 32, 4); }, "before data_end"},
       {"leaf low_page", [](uint8_t* p) { util::Put32(p + 36, 5); }, "low_page"},
-      {"prefix too long", [=](uint8_t* p) { util::Put16(p + second, 3); }, "prefix_len"},
-      {"suffix too long", [=](uint8_t* p) { util::Put16(p + second + 2, 0xFFFF); }, "suffix_len"},
-      {"keys out of order", [=](uint8_t* p) { p[second + 4] = 'z'; }, "not greater"},
+      {"prefix too long", [=](uint8_t* p) { p[second] = 3; }, "prefix_len"},
+      {"suffix too long", [=](uint8_t* p) { p[second + 1] = 0x7F; }, "suffix_len"},
+      {"over-long varint",
+       [=](uint8_t* p) { std::memset(p + second, 0xFF, 11); }, "past data_end"},
+      {"keys out of order", [=](uint8_t* p) { p[second + 2] = 'z'; }, "not greater"},
       {"duplicate key",
        [=](uint8_t* p) {
-         util::Put16(p + first + 2, 0);
-         util::Put16(p + second + 2, 0);
+         REQUIRE(p[first + 1] == 0);
+         p[second + 1] = 0;
        },
        "not greater"},
       {"unknown flag", [](uint8_t* p) { p[23] |= 0x80; }, "flags"},
@@ -259,10 +263,10 @@ TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btr
       {"fence_len too long", [=](uint8_t* p) { util::Put16(p + ps - 2, 3000); }, "fence_len"},
       // A longer fence_len reads zeros before "bc": a fence below the last key.
       // (The restart array moves with it, so that is what fails first.)
-      {"fence_len longer", [=](uint8_t* p) { util::Put16(p + ps - 2, 799); }, "restart"},
+      {"fence_len longer", [=](uint8_t* p) { util::Put16(p + ps - 2, 797); }, "restart"},
       {"fence reaching data_end",
        [=](uint8_t* p) {
-         util::Put16(p + ps - 2, 799);
+         util::Put16(p + ps - 2, 797);
          util::Put16(p + 34, ps - 300);
        },
        "data_end"},
@@ -296,9 +300,11 @@ TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btr
     util::Put32(page.data() + 36, 0);
     CHECK(absl::IsDataLoss(DecodeBtreePage(page.data(), ps, 42, &d)));
     util::Put32(page.data() + 36, 3);
-    util::Put64(page.data() + 42 + 4 + 1, 0);
+    REQUIRE(page[42 + 3] == 4);  // {0, 1, 'm', 4}
+    page[42 + 3] = 0;
     CHECK(absl::IsDataLoss(DecodeBtreePage(page.data(), ps, 42, &d)));
-    util::Put64(page.data() + 42 + 4 + 1, uint64_t{1} << 40);
+    n.entries[0].value = uint64_t{1} << 40;  // not a page number
+    page = Encoded(n, ps, 42);
     CHECK(absl::IsDataLoss(DecodeBtreePage(page.data(), ps, 42, &d)));
   }
 }
@@ -309,9 +315,9 @@ TEST_CASE("btree page: a prefix shorter than the common prefix is corruption", "
   BtreeNode n;
   n.entries = {{"ab", 1}, {"zbc", 2}};
   auto page = Encoded(n, ps, 42);
-  const size_t second = 42 + 12 + 2;
-  REQUIRE(util::Get16(page.data() + second) == 0);
-  page[second + 4] = 'a';  // the key is now "abc", sharing "ab" with the first
+  const size_t second = 42 + 5;  // after {0, 2, 'a', 'b', 1}
+  REQUIRE(page[second] == 0);
+  page[second + 2] = 'a';  // the key is now "abc", sharing "ab" with the first
   BtreeNode d;
   const absl::Status s = DecodeBtreePage(page.data(), ps, 42, &d);
   CHECK(absl::IsDataLoss(s));
