@@ -130,7 +130,7 @@ struct SplitPlan {
 // left, the node's own fence for the right. Appending at the right end of a level (ascending
 // loads) leaves the left page as full as it can be with its fence; otherwise the larger half is made as small as
 // possible. Returns 0 when no split point makes both halves fit, which BtreeMaxKeySize rules
-// out: with entries of at most E = 14 + 2 + K bytes (a restart slot included) and fences of at
+// out: with entries of at most E = 13 + 2 + K bytes (a restart slot included) and fences of at
 // most 2 + K, a page holding four entries and a fence leaves a window of at least E bytes of split
 // points where both halves fit.
 size_t ChooseSplit(const BtreeNode& node, size_t inserted, uint32_t page_size) {
@@ -678,6 +678,10 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
   uint64_t mark_for = link ? 0 : txn_;
   std::string entry_key(key);  // the entry going into path_[i]: the key, then separators
   uint64_t entry_value = value;
+  // `node` holds path_[i] with the entry inserted, except above the target, where it is only
+  // decoded when the separator does not go in place (an ascending load splits a leaf every few
+  // hundred inserts; decoding a parent of hundreds of entries for each was most of the cost).
+  bool node_ready = true;
   for (size_t i = path_.size() - 1;; --i) {
     PageRef& ref = path_[i];
     // In place when it fits (always, with BtreeInsertRoom free: what LatchPath relied on to stop
@@ -693,8 +697,21 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
         !s.ok()) {
       return s;
     }
-    if (page::BtreeInsertAt(ref.data(), t_->page_size, &h, slot, entry_key, entry_value) ||
-        page::EncodeBtreePage(node, ref.data(), t_->page_size)) {
+    if (!node_ready && slot.equal) {
+      return Corrupt(ref.page_no(), "separator of a split child already present");
+    }
+    if (page::BtreeInsertAt(ref.data(), t_->page_size, &h, slot, entry_key, entry_value)) {
+      ref.Mark(mark_for);
+      return deferred_;
+    }
+    if (!node_ready) {
+      absl::StatusOr<size_t> at = DecodeAt(ref, t_->page_size, entry_key, &node);
+      if (!at.ok()) return at.status();
+      pos = *at;
+      node.entries.insert(node.entries.begin() + pos, BtreeEntry{entry_key, entry_value});
+      node_ready = true;
+    }
+    if (page::EncodeBtreePage(node, ref.data(), t_->page_size)) {
       ref.Mark(mark_for);
       return deferred_;
     }
@@ -710,17 +727,10 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
     std::string separator;
     PageNo right;
     if (absl::Status s = SplitNode(i, node, pos, &separator, &right); !s.ok()) return s;
-    // Post the separator in the parent.
-    PageRef& parent = path_[i - 1];
-    absl::StatusOr<size_t> at = DecodeAt(parent, t_->page_size, separator, &node);
-    if (!at.ok()) return at.status();
-    pos = *at;
-    if (pos < node.entries.size() && node.entries[pos].key == separator) {
-      return Corrupt(parent.page_no(), "separator of a split child already present");
-    }
-    entry_key = separator;
+    // Post the separator in the parent (next round).
+    entry_key = std::move(separator);
     entry_value = right;
-    node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::move(separator), right});
+    node_ready = false;
   }
 }
 

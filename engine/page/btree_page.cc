@@ -30,7 +30,7 @@ constexpr bool MaxEntriesFit(uint32_t ps) {
 }
 static_assert(MaxEntriesFit(kMinPageSize) && MaxEntriesFit(8192) && MaxEntriesFit(16384) &&
               MaxEntriesFit(kMaxPageSize));
-static_assert(BtreeMaxKeySize(kMinPageSize) == 797 && BtreeMaxKeySize(kMaxPageSize) == 6532);
+static_assert(BtreeMaxKeySize(kMinPageSize) == 798 && BtreeMaxKeySize(kMaxPageSize) == 6532);
 
 namespace {
 
@@ -73,39 +73,73 @@ inline const uint8_t* GetV(const uint8_t* p, const uint8_t* end, uint64_t* v) {
   return nullptr;
 }
 
-// One entry as stored: offsets are page offsets.
+// Bytes a value takes: its little-endian bytes without the high zero ones, at least one.
+inline size_t ValueBytes(uint64_t v) {
+  return v == 0 ? 1 : (64 - static_cast<size_t>(__builtin_clzll(v)) + 7) / 8;
+}
+// The second length varint: the suffix length and the value's byte count, so that a search
+// steps over an entry without decoding its value.
+inline uint64_t SizeWord(size_t suffix, size_t value_bytes) {
+  return uint64_t{suffix} << 3 | (value_bytes - 1);
+}
+
+// One entry as stored: offsets are page offsets. The value is only located; EntryValue decodes
+// it, for the entries that need it.
 struct RawEntry {
   size_t prefix = 0;
   size_t suffix = 0;
-  size_t header = 0;    // bytes of the two lengths
-  size_t sfx = 0;       // offset of the suffix bytes
-  uint64_t value = 0;
-  size_t next = 0;      // offset one past the entry
+  size_t header = 0;   // bytes of the two length varints
+  size_t sfx = 0;      // offset of the suffix bytes
+  size_t val = 0;      // offset of the value's bytes
+  size_t vbytes = 0;   // their number, 1..8
+  size_t next = 0;     // offset one past the entry
 };
 
-// Parses the entry at `off`, not past `end`. False when it does not fit (or a length is absurd).
-inline bool ParseEntry(const uint8_t* page, size_t off, size_t end, RawEntry* e) {
+// Parses the entry at `off`, not past `end`. False when it does not fit (or a varint is over
+// long). Searches walk entries with this: the common shape (both varints one byte) takes no
+// loop at all.
+[[gnu::always_inline]] inline bool ParseEntry(const uint8_t* page, size_t off, size_t end,
+                                              RawEntry* e) {
   const uint8_t* const lim = page + end;
-  uint64_t prefix, suffix;
-  const uint8_t* p = GetV(page + off, lim, &prefix);
-  if (p == nullptr || (p = GetV(p, lim, &suffix)) == nullptr) return false;
-  if (suffix > static_cast<size_t>(lim - p)) return false;
-  e->prefix = prefix;
-  e->suffix = suffix;
+  const uint8_t* p = page + off;
+  uint64_t word;
+  if (lim - p >= 3 && p[0] < 0x80 && p[1] < 0x80) {
+    e->prefix = p[0];
+    word = p[1];
+    p += 2;
+  } else {
+    uint64_t prefix;
+    p = GetV(p, lim, &prefix);
+    if (p == nullptr || (p = GetV(p, lim, &word)) == nullptr) return false;
+    if (prefix > 0xFFFF || word > (uint64_t{0xFFFF} << 3 | 7)) return false;
+    e->prefix = prefix;
+  }
+  e->suffix = word >> 3;
+  e->vbytes = (word & 7) + 1;
   e->header = static_cast<size_t>(p - (page + off));
+  if (e->suffix + e->vbytes > static_cast<size_t>(lim - p)) return false;
   e->sfx = static_cast<size_t>(p - page);
-  p = GetV(p + suffix, lim, &e->value);
-  if (p == nullptr) return false;
-  e->next = static_cast<size_t>(p - page);
+  e->val = e->sfx + e->suffix;
+  e->next = e->val + e->vbytes;
   return true;
+}
+
+// The value of an entry ParseEntry accepted.
+inline uint64_t EntryValue(const uint8_t* page, const RawEntry& e) {
+  uint64_t v = 0;
+  for (size_t i = e.vbytes; i-- > 0;) v = v << 8 | page[e.val + i];
+  return v;
 }
 
 // Writes an entry at `at`; returns the byte after it.
 uint8_t* PutEntry(uint8_t* at, size_t prefix, std::string_view suffix, uint64_t value) {
+  const size_t vb = ValueBytes(value);
   at = PutV(at, prefix);
-  at = PutV(at, suffix.size());
+  at = PutV(at, SizeWord(suffix.size(), vb));
   if (!suffix.empty()) std::memcpy(at, suffix.data(), suffix.size());
-  return PutV(at + suffix.size(), value);
+  at += suffix.size();
+  for (size_t i = 0; i < vb; ++i) at[i] = static_cast<uint8_t>(value >> (8 * i));
+  return at + vb;
 }
 
 // Offset one past the last entry of `node` once encoded (the header included, the restart array
@@ -139,8 +173,8 @@ void PutCounts(uint8_t* page, const BtreeHeader& h) {
 }  // namespace
 
 size_t BtreeEntryBytes(size_t prefix, size_t suffix, uint64_t value) {
-  return util::VarintLength(prefix) + util::VarintLength(suffix) + suffix +
-         util::VarintLength(value);
+  const size_t vb = ValueBytes(value);
+  return util::VarintLength(prefix) + util::VarintLength(SizeWord(suffix, vb)) + suffix + vb;
 }
 
 size_t BtreeEntrySize(std::string_view prev, std::string_view key, uint64_t value) {
@@ -298,7 +332,7 @@ bool BtreeEntryReader::Next() {
   check_order_ = true;
   key_.resize(prefix);
   key_.append(sfx);
-  value_ = e.value;
+  value_ = EntryValue(page_, e);
   if (internal_ && (value_ == kNoPage || value_ > UINT32_MAX)) {
     return Fail(absl::StrCat("child page ", value_));
   }
@@ -331,11 +365,12 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
     if (off < kBtreeHeaderSize || off >= end) {
       return Corrupt(no, absl::StrCat("restart ", mid, " at offset ", off, " outside the entries"));
     }
-    uint64_t suffix;
-    const uint8_t* sfx = page[off] == 0 ? GetV(page + off + 1, page + end, &suffix) : nullptr;
-    if (sfx == nullptr || suffix > static_cast<size_t>(page + end - sfx)) {
+    RawEntry re;
+    if (page[off] != 0 || !ParseEntry(page, off, end, &re)) {
       return bad(off, "restart entry does not fit");
     }
+    const size_t suffix = re.suffix;
+    const uint8_t* sfx = page + re.sfx;
     const int c = std::memcmp(sfx, k, std::min<size_t>(suffix, ksize));
     const bool below = c < 0 || (c == 0 && suffix < ksize);
     if (below) {
@@ -353,7 +388,7 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
   size_t klen = 0;     // length of the previous entry's key
   size_t matched = 0;  // bytes the key shares with the previous entry's key (which is below it)
   size_t prev_off = 0;
-  uint64_t prev_value = 0;
+  RawEntry prev;  // the entry before `off` (valid when prev_off != 0)
   while (off < end) {
     const size_t prev_matched = matched;
     if (off == next_restart) {
@@ -401,7 +436,6 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
         equal = prefix + suffix == ksize;
       }
     }
-    const uint64_t value = e.value;
     if (!below) {
       slot->offset = static_cast<uint16_t>(off);
       slot->prev_offset = static_cast<uint16_t>(prev_off);
@@ -410,13 +444,13 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
       slot->restart = static_cast<uint16_t>(group);
       slot->walked = static_cast<uint16_t>(walked);
       slot->equal = equal;
-      slot->prev_value = prev_value;
-      slot->value = value;
+      slot->prev_value = prev_off ? EntryValue(page, prev) : 0;
+      slot->value = EntryValue(page, e);
       return absl::OkStatus();
     }
     matched = common;
     klen = prefix + suffix;
-    prev_value = value;
+    prev = e;
     prev_off = off;
     off = e.next;
     ++walked;
@@ -427,7 +461,7 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
   slot->prev_common = static_cast<uint16_t>(matched);
   slot->restart = static_cast<uint16_t>(group);
   slot->walked = static_cast<uint16_t>(walked);
-  slot->prev_value = prev_value;
+  slot->prev_value = prev_off ? EntryValue(page, prev) : 0;
   return absl::OkStatus();
 }
 
@@ -454,7 +488,8 @@ bool BtreeInsertAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
     }
     drop = slot.next_common - next.prefix;
     old_head = next.header + drop;
-    new_head = util::VarintLength(slot.next_common) + util::VarintLength(next.suffix - drop);
+    new_head = util::VarintLength(slot.next_common) +
+               util::VarintLength(SizeWord(next.suffix - drop, next.vbytes));
   }
   // Positive: the next entry loses `drop` suffix bytes, which the new entry's suffix holds, and
   // its lengths grow by at most one byte, only when drop > 0 (see docs/format.md).
@@ -466,7 +501,7 @@ bool BtreeInsertAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
     const size_t keep_from = slot.offset + old_head;
     std::memmove(at + size + new_head, page + keep_from, h->data_end - keep_from);
     uint8_t* nh = PutV(at + size, slot.next_common);
-    PutV(nh, next.suffix - drop);
+    PutV(nh, SizeWord(next.suffix - drop, next.vbytes));
   }
   PutEntry(at, prefix, key.substr(prefix), value);
   // Restarts after the insert point move with their entries.
@@ -507,12 +542,12 @@ void BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
     const size_t new_prefix = std::min(e.prefix, n.prefix);
     const size_t add = n.prefix - new_prefix;
     const size_t new_head =
-        util::VarintLength(new_prefix) + util::VarintLength(n.suffix + add);
+        util::VarintLength(new_prefix) + util::VarintLength(SizeWord(n.suffix + add, n.vbytes));
     const size_t tail_from = next + n.header;           // the old suffix, the value, the rest
     const size_t tail_to = slot.offset + new_head + add;
     std::memmove(page + tail_to, page + tail_from, h->data_end - tail_from);
     uint8_t* p = PutV(at, new_prefix);
-    p = PutV(p, n.suffix + add);
+    p = PutV(p, SizeWord(n.suffix + add, n.vbytes));
     std::memcpy(p, key.data() + new_prefix, add);
     shrink = tail_from - tail_to;
   } else {

@@ -16,7 +16,8 @@
 //   34        2    data_end       offset one past the last entry
 //   36        4    low_page       internal: child for keys below the first separator; leaf: 0
 //   40        2    restart_count  R: entries in the restart array (0 exactly when count is 0)
-//   42        ...  entries, each {varint prefix_len, varint suffix_len, suffix bytes, varint value}
+//   42        ...  entries, each {varint prefix_len, varint size (suffix_len << 3 | value bytes - 1),
+//                  suffix bytes, value (1-8 bytes, little-endian)}
 //   ...            zeros
 //   L-2R      2R   restarts       u16 offsets of the restart entries, increasing; the first is 42
 //   L=ps-2-F  F    fence          only with kBtreeHasFence: the node's high key (L = ps without)
@@ -46,9 +47,9 @@ namespace bt {
 constexpr size_t kRelationId = 16, kIndexId = 20, kLevel = 22, kFlags = 23, kLeftSibling = 24,
                  kRightSibling = 28, kCount = 32, kDataEnd = 34, kLowPage = 36,
                  kRestartCount = 40, kEntries = 42;
-// The most bytes an entry takes besides its suffix: prefix_len and suffix_len (keys are shorter
-// than 16384 bytes, so two varint bytes each) and the value (a varint of up to 10 bytes).
-constexpr size_t kEntryMaxOverhead = 2 + 2 + 10;
+// The most bytes an entry takes besides its suffix: prefix_len (keys are shorter than 16384
+// bytes: two varint bytes), the size word (suffix_len << 3: three) and the value (eight).
+constexpr size_t kEntryMaxOverhead = 2 + 3 + 8;
 // The fewest bytes an entry takes (an empty suffix and small numbers).
 constexpr size_t kEntryMinSize = 3;
 // The fence trailer: the key, then its u16 length in the last two bytes of the page.

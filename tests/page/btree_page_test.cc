@@ -82,26 +82,24 @@ TEST_CASE("btree page: byte layout and prefix compression", "[btree][page]") {
   CHECK(util::Get32(p + 36) == 0u);
   CHECK(util::Get16(p + 40) == 1u);  // one restart: the first entry
   // "" then "apple" (prefix 0), "applesauce" (prefix 5, "sauce"), "apricot" (prefix 2), "b":
-  // each {varint prefix_len, varint suffix_len, suffix, varint value}.
+  // each {varint prefix_len, varint suffix_len << 3 | (value bytes - 1), suffix, value bytes}.
   size_t off = 42;
   auto bytes = [&](size_t n) { return std::vector<uint8_t>(p + off, p + off + n); };
   CHECK(bytes(3) == std::vector<uint8_t>{0, 0, 1});
   off += 3;
-  CHECK(bytes(2) == std::vector<uint8_t>{0, 5});
+  CHECK(bytes(2) == std::vector<uint8_t>{0, 5 << 3});
   CHECK(std::string(reinterpret_cast<const char*>(p + off + 2), 5) == "apple");
   CHECK(p[off + 7] == 2);
   off += 8;
-  CHECK(bytes(2) == std::vector<uint8_t>{5, 5});
+  CHECK(bytes(2) == std::vector<uint8_t>{5, 5 << 3});
   CHECK(std::string(reinterpret_cast<const char*>(p + off + 2), 5) == "sauce");
   CHECK(p[off + 7] == 3);
   off += 8;
-  CHECK(bytes(2) == std::vector<uint8_t>{2, 5});
+  CHECK(bytes(2) == std::vector<uint8_t>{2, 5 << 3 | 7});  // an 8-byte value
   CHECK(std::string(reinterpret_cast<const char*>(p + off + 2), 5) == "ricot");
-  // 2^64 - 1 as a varint: nine 0xFF bytes, then 0x01.
-  for (size_t i = 0; i < 9; ++i) CHECK(p[off + 7 + i] == 0xFF);
-  CHECK(p[off + 16] == 0x01);
-  off += 17;
-  CHECK(bytes(4) == std::vector<uint8_t>{0, 1, 'b', 5});
+  for (size_t i = 0; i < 8; ++i) CHECK(p[off + 7 + i] == 0xFF);
+  off += 15;
+  CHECK(bytes(4) == std::vector<uint8_t>{0, 1 << 3, 'b', 5});
   off += 4;
   CHECK(util::Get16(p + 34) == off);
   // The fence "bc" ends the page: its bytes, then its u16 length in the last two bytes; the
@@ -202,7 +200,7 @@ TEST_CASE("btree page: encode refuses what does not fit and leaves the page alon
           "[btree][page]") {
   const uint32_t ps = 4096;
   const uint32_t max = BtreeMaxKeySize(ps);
-  CHECK(max == (4096 - 42 - 2 - 4 * (14 + 2)) / 5);
+  CHECK(max == (4096 - 42 - 2 - 4 * (13 + 2)) / 5);
   // Four maximal keys with nothing in common and a maximal fence always fit.
   BtreeNode n;
   for (char c : {'a', 'b', 'c', 'd'}) n.entries.push_back({std::string(max, c), 1});
@@ -245,7 +243,12 @@ TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btr
       {"count too small", [](uint8_t* p) { util::Put16(p + 32, 4); }, "before data_end"},
       {"leaf low_page", [](uint8_t* p) { util::Put32(p + 36, 5); }, "low_page"},
       {"prefix too long", [=](uint8_t* p) { p[second] = 3; }, "prefix_len"},
-      {"suffix too long", [=](uint8_t* p) { p[second + 1] = 0x7F; }, "suffix_len"},
+      {"suffix too long",
+       [=](uint8_t* p) {
+         p[second + 1] = 0xFF;  // a two-byte size word: a 2047-byte suffix
+         p[second + 2] = 0x7F;
+       },
+       "suffix_len"},
       {"over-long varint",
        [=](uint8_t* p) { std::memset(p + second, 0xFF, 11); }, "past data_end"},
       {"keys out of order", [=](uint8_t* p) { p[second + 2] = 'z'; }, "not greater"},
@@ -263,10 +266,10 @@ TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btr
       {"fence_len too long", [=](uint8_t* p) { util::Put16(p + ps - 2, 3000); }, "fence_len"},
       // A longer fence_len reads zeros before "bc": a fence below the last key.
       // (The restart array moves with it, so that is what fails first.)
-      {"fence_len longer", [=](uint8_t* p) { util::Put16(p + ps - 2, 797); }, "restart"},
+      {"fence_len longer", [=](uint8_t* p) { util::Put16(p + ps - 2, 798); }, "restart"},
       {"fence reaching data_end",
        [=](uint8_t* p) {
-         util::Put16(p + ps - 2, 797);
+         util::Put16(p + ps - 2, 798);
          util::Put16(p + 34, ps - 300);
        },
        "data_end"},
@@ -300,7 +303,7 @@ TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btr
     util::Put32(page.data() + 36, 0);
     CHECK(absl::IsDataLoss(DecodeBtreePage(page.data(), ps, 42, &d)));
     util::Put32(page.data() + 36, 3);
-    REQUIRE(page[42 + 3] == 4);  // {0, 1, 'm', 4}
+    REQUIRE(page[42 + 3] == 4);  // {0, 1 << 3, 'm', 4}
     page[42 + 3] = 0;
     CHECK(absl::IsDataLoss(DecodeBtreePage(page.data(), ps, 42, &d)));
     n.entries[0].value = uint64_t{1} << 40;  // not a page number
@@ -315,7 +318,7 @@ TEST_CASE("btree page: a prefix shorter than the common prefix is corruption", "
   BtreeNode n;
   n.entries = {{"ab", 1}, {"zbc", 2}};
   auto page = Encoded(n, ps, 42);
-  const size_t second = 42 + 5;  // after {0, 2, 'a', 'b', 1}
+  const size_t second = 42 + 5;  // after {0, 2 << 3, 'a', 'b', 1}
   REQUIRE(page[second] == 0);
   page[second + 2] = 'a';  // the key is now "abc", sharing "ab" with the first
   BtreeNode d;
