@@ -157,6 +157,12 @@ size_t EntriesEnd(const BtreeNode& node, size_t* restarts) {
   return size;
 }
 
+// The whole encoded size of `node` given EntriesEnd's results.
+size_t EncodedSizeOf(const BtreeNode& node, size_t entries_end, size_t restarts) {
+  return entries_end + bt::kRestartSize * restarts +
+         (node.fence ? bt::kFenceOverhead + node.fence->size() : 0);
+}
+
 uint16_t RestartAt(const uint8_t* restarts, size_t i) {
   return util::Get16(restarts + bt::kRestartSize * i);
 }
@@ -185,8 +191,7 @@ size_t BtreeEntrySize(std::string_view prev, std::string_view key, uint64_t valu
 size_t BtreeEncodedSize(const BtreeNode& node) {
   size_t restarts;
   const size_t end = EntriesEnd(node, &restarts);
-  return end + bt::kRestartSize * restarts +
-         (node.fence ? bt::kFenceOverhead + node.fence->size() : 0);
+  return EncodedSizeOf(node, end, restarts);
 }
 
 std::string_view BtreeFence(const uint8_t* page, uint32_t page_size, const BtreeHeader& h) {
@@ -597,7 +602,7 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
   }
   size_t nrestarts;
   const size_t end = EntriesEnd(node, &nrestarts);
-  if (BtreeEncodedSize(node) > page_size) return false;
+  if (EncodedSizeOf(node, end, nrestarts) > page_size) return false;
   util::Put32(page + bt::kRelationId, node.relation_id);
   util::Put16(page + bt::kIndexId, node.index_id);
   page[bt::kLevel] = node.level;
