@@ -1,9 +1,11 @@
 // LEB128 varints for on-disk formats (see coding.h); the fixed-width helpers are inline there.
 #include "engine/util/coding.h"
 
+#include <algorithm>
+
 namespace ember::util {
 
-void PutVarint64(std::string* dst, uint64_t v) {
+void PutVarint64Slow(std::string* dst, uint64_t v) {
   char buf[10];
   size_t n = 0;
   while (v >= 0x80) {
@@ -14,10 +16,12 @@ void PutVarint64(std::string* dst, uint64_t v) {
   dst->append(buf, n);
 }
 
-bool GetVarint64(std::string_view* in, uint64_t* v) {
+bool GetVarint64Slow(std::string_view* in, uint64_t* v) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(in->data());
+  const size_t lim = std::min<size_t>(in->size(), 10);
   uint64_t result = 0;
-  for (size_t i = 0; i < in->size() && i < 10; ++i) {
-    const uint64_t byte = static_cast<uint8_t>((*in)[i]);
+  for (size_t i = 0; i < lim; ++i) {
+    const uint64_t byte = p[i];
     // The 10th byte may only carry bit 63; anything more would silently overflow.
     if (i == 9 && byte > 1) return false;
     result |= (byte & 0x7F) << (7 * i);
