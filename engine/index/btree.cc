@@ -472,8 +472,11 @@ absl::Status BTree::Remove(std::string_view key, uint64_t txn) {
     }
     if (result.ok()) {
       // Removing an entry never grows the page (see BtreeRemoveAt).
-      page::BtreeRemoveAt(leaf.data(), impl_->page_size, &h, slot, key);
-      leaf.Mark(txn);
+      if (page::BtreeRemoveAt(leaf.data(), impl_->page_size, &h, slot, key)) {
+        leaf.Mark(txn);
+      } else {
+        result = Corrupt(leaf.page_no(), "entry to remove (or the one after it) does not parse");
+      }
     }
   }
   if (!moved.empty()) impl_->RepairLinks(std::move(moved));

@@ -181,8 +181,9 @@ bool BtreeInsertAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
 
 // Removes the entry at `slot` (from BtreeLowerBound for `key`, equal) in place; the entry after it
 // takes back the bytes it shared with the removed key (and becomes the restart when the removed
-// entry was one). Never grows the page. Updates h.
-void BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const BtreeSlot& slot,
+// entry was one). Never grows the page. Updates h. Returns false, leaving the page untouched,
+// when the entry or the one after it does not parse (a corrupt page).
+bool BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const BtreeSlot& slot,
                    std::string_view key);
 
 // Walks the entries of a page in order without materialising the node, with the same checks as

@@ -10,74 +10,24 @@
 
 namespace ember::record {
 
-using util::Get16;
-using util::Get32;
-using util::Get64;
 using util::GetVarint64;
 using util::PutVarint64;
 
 void EncodeHeader(const RecordHeader& h, std::string* out) {
-  char buf[kRecMaxHeaderSize];
-  size_t n = 0;
-  buf[n++] = static_cast<char>(h.flags | static_cast<uint8_t>(h.encoding) << 6);
-  for (uint64_t v = h.TxnWord(); ; v >>= 7) {
-    if (v < 0x80) {
-      buf[n++] = static_cast<char>(v);
-      break;
-    }
-    buf[n++] = static_cast<char>((v & 0x7F) | 0x80);
-  }
+  uint8_t buf[kRecMaxHeaderSize];
+  buf[0] = static_cast<uint8_t>(h.flags | static_cast<uint8_t>(h.encoding) << 6);
+  uint8_t* p = util::EncodeVarint64(buf + 1, h.txn << 1 | (h.back_page != 0 ? 1 : 0));
   if (h.back_page != 0) {
-    util::Put32(buf + n, h.back_page);
-    util::Put16(buf + n + 4, h.back_line);
-    n += kRecPointerSize;
+    util::Put32(p, h.back_page);
+    util::Put16(p + 4, h.back_line);
+    p += kRecPointerSize;
   }
   if (h.flags & kRecFragmented) {
-    util::Put32(buf + n, h.frag_page);
-    util::Put16(buf + n + 4, h.frag_line);
-    n += kRecPointerSize;
+    util::Put32(p, h.frag_page);
+    util::Put16(p + 4, h.frag_line);
+    p += kRecPointerSize;
   }
-  out->append(buf, n);
-}
-
-// Any header: longer varints, short records, and the errors.
-bool DecodeHeaderSlow(std::string_view rec, RecordHeader* h) {
-  if (rec.size() < 2) return false;
-  const uint8_t b0 = static_cast<uint8_t>(rec[0]);
-  const uint8_t enc = b0 >> 6;
-  if (enc > 2) return false;
-  h->flags = b0 & 0x3F;
-  h->encoding = static_cast<BodyEncoding>(enc);
-  std::string_view in = rec.substr(1);
-  uint64_t word;
-  const uint8_t first = static_cast<uint8_t>(in[0]);
-  if (first < 0x80) {  // the common case: a transaction number below 64
-    word = first;
-    in.remove_prefix(1);
-  } else if (!GetVarint64(&in, &word)) {
-    return false;
-  }
-  h->txn = word >> 1;
-  if (word & 1) {
-    if (in.size() < kRecPointerSize) return false;
-    h->back_page = Get32(in.data());
-    h->back_line = Get16(in.data() + 4);
-    if (h->back_page == 0) return false;
-    in.remove_prefix(kRecPointerSize);
-  } else {
-    h->back_page = 0;
-    h->back_line = 0;
-  }
-  if (h->flags & kRecFragmented) {
-    if (in.size() < kRecPointerSize) return false;
-    h->frag_page = Get32(in.data());
-    h->frag_line = Get16(in.data() + 4);
-    in.remove_prefix(kRecPointerSize);
-  } else {
-    h->frag_page = 0;
-    h->frag_line = 0;
-  }
-  return true;
+  out->append(reinterpret_cast<const char*>(buf), static_cast<size_t>(p - buf));
 }
 
 // ---------------------------------------------------------------- rows

@@ -54,60 +54,46 @@ struct RecordHeader {
   uint16_t frag_line = 0;
   // Encoded size; depends on txn, on whether there is a back version and on kRecFragmented
   // (not on the pointers' values).
-  size_t size() const {
-    return 1 + util::VarintLength(TxnWord()) + (back_page != 0 ? kRecPointerSize : 0) +
-           ((flags & kRecFragmented) ? kRecPointerSize : 0);
-  }
-  // The size this header takes once it has a back pointer and, if `fragmented`, a fragment
-  // pointer: what a head being built will need before its pointers are known.
+  size_t size() const { return SizeWith(back_page != 0, false); }
+  // The size this header takes with a back pointer if `has_back` and a fragment pointer if
+  // `fragmented` (or kRecFragmented): what a head being built will need before its pointers
+  // are known. (The has_back bit never changes the varint's length.)
   size_t SizeWith(bool has_back, bool fragmented) const {
-    return 1 + util::VarintLength(txn << 1 | 1) + (has_back ? kRecPointerSize : 0) +
+    return 1 + util::VarintLength(txn << 1) + (has_back ? kRecPointerSize : 0) +
            (fragmented || (flags & kRecFragmented) ? kRecPointerSize : 0);
   }
-  uint64_t TxnWord() const { return txn << 1 | (back_page != 0 ? 1 : 0); }
 };
 
 // Appends the header. `h.txn` must be below 2^63 (transaction numbers are).
 void EncodeHeader(const RecordHeader& h, std::string* out);
 // Parses the header at the front of `rec`; false if too short or inconsistent. Inline: every
-// version read and written decodes one, and nearly all take the short path (a transaction
-// number below 8192 written as one or two varint bytes).
-bool DecodeHeaderSlow(std::string_view rec, RecordHeader* h);
+// version read and written decodes one.
 inline bool DecodeHeader(std::string_view rec, RecordHeader* h) {
   const uint8_t* p = reinterpret_cast<const uint8_t*>(rec.data());
-  if (rec.size() < 3 || (p[1] >= 0x80 && p[2] >= 0x80) || (p[0] >> 6) > 2) {
-    return DecodeHeaderSlow(rec, h);
-  }
-  size_t n;
-  uint64_t word;
-  if (p[1] < 0x80) {
-    word = p[1];
-    n = 2;
-  } else {
-    word = (p[1] & 0x7Fu) | uint64_t{p[2]} << 7;
-    n = 3;
-  }
+  const uint8_t* const end = p + rec.size();
+  if (rec.empty() || (p[0] >> 6) > 2) return false;
   h->flags = p[0] & 0x3F;
   h->encoding = static_cast<BodyEncoding>(p[0] >> 6);
+  uint64_t word;
+  p = util::DecodeVarint64(p + 1, end, &word);
+  if (p == nullptr) return false;
   h->txn = word >> 1;
-  const size_t need = n + ((word & 1) ? kRecPointerSize : 0) +
+  const size_t need = ((word & 1) ? kRecPointerSize : 0) +
                       ((h->flags & kRecFragmented) ? kRecPointerSize : 0);
-  if (rec.size() < need) return false;
+  if (static_cast<size_t>(end - p) < need) return false;
+  h->back_page = 0;
+  h->back_line = 0;
   if (word & 1) {
-    h->back_page = util::Get32(p + n);
-    h->back_line = util::Get16(p + n + 4);
+    h->back_page = util::Get32(p);
+    h->back_line = util::Get16(p + 4);
     if (h->back_page == 0) return false;
-    n += kRecPointerSize;
-  } else {
-    h->back_page = 0;
-    h->back_line = 0;
+    p += kRecPointerSize;
   }
+  h->frag_page = 0;
+  h->frag_line = 0;
   if (h->flags & kRecFragmented) {
-    h->frag_page = util::Get32(p + n);
-    h->frag_line = util::Get16(p + n + 4);
-  } else {
-    h->frag_page = 0;
-    h->frag_line = 0;
+    h->frag_page = util::Get32(p);
+    h->frag_line = util::Get16(p + 4);
   }
   return true;
 }

@@ -294,6 +294,12 @@ absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreFragments(uint64_t tx
   return next;
 }
 
+size_t Relation::HeadInlineLimit(size_t room, size_t full) const {
+  size_t limit = room > kHeadSlack ? room - kHeadSlack : 0;
+  if (full > limit) limit = std::min<size_t>(limit, ps_ / 4);
+  return std::max<size_t>(limit, kRecMaxHeaderSize + 16);
+}
+
 absl::StatusOr<std::string> Relation::BuildVersion(uint64_t txn, RecordHeader h,
                                                    std::string_view stored, size_t inline_limit,
                                                    PageRef* primary) {
@@ -485,8 +491,7 @@ absl::Status Relation::ForEachVersion(
   return absl::DataLossError("version chain loops");
 }
 
-absl::Status Relation::VisitPrimaryLines(
-    uint32_t seq, const std::function<absl::Status(PageNo, const uint8_t*, uint16_t)>& fn) {
+absl::Status Relation::VisitPrimaryLines(uint32_t seq, const PrimaryLineFn& fn) {
   if (seq >= PageSequences()) return absl::OkStatus();
   const uint64_t e = FastEntry(seq);
   if ((e >> 32) & page::kPpSecondary) return absl::OkStatus();
@@ -502,7 +507,7 @@ absl::Status Relation::VisitPrimaryLines(
       return absl::DataLossError(absl::StrCat("page ", p, " line ", line, ": corrupt record"));
     }
     if (h.flags & kRecNotPrimary) continue;
-    if (absl::Status s = fn(p, r->data(), line); !s.ok()) return s;
+    if (absl::Status s = fn(p, r->data(), line, h); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -522,16 +527,14 @@ absl::Status Relation::ReadPage(uint32_t seq, const ReadView& view,
 absl::Status Relation::VisitPage(uint32_t seq, const ReadView& view, RecordFn fn,
                                  std::vector<uint64_t>* garbage, uint64_t horizon_cn) {
   std::string scratch;
-  return VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line) {
+  return VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line,
+                                    const RecordHeader& h) {
     if (garbage) {
-      RecordHeader h;
-      if (DecodeHeader(*page::DpGet(data, ps_, line), &h)) {
-        const uint64_t cn = tm_->StateOf(h.txn);
-        if (cn == txn::kCnDead ||
-            (txn::IsCommittedCn(cn) && cn <= horizon_cn &&
-             (h.back_page != page::kNoPage || (h.flags & kRecDeleted)))) {
-          garbage->push_back(page::MakeRecordNo(seq, line));
-        }
+      const uint64_t cn = tm_->StateOf(h.txn);
+      if (cn == txn::kCnDead ||
+          (txn::IsCommittedCn(cn) && cn <= horizon_cn &&
+           (h.back_page != page::kNoPage || (h.flags & kRecDeleted)))) {
+        garbage->push_back(page::MakeRecordNo(seq, line));
       }
     }
     std::string_view body;
@@ -587,18 +590,15 @@ absl::StatusOr<PageNo> Relation::RecordPage(uint64_t rec) const {
 }
 
 absl::Status Relation::ListRecords(uint32_t seq, std::vector<uint64_t>* out) {
-  return VisitPrimaryLines(seq, [&](PageNo, const uint8_t*, uint16_t line) {
+  return VisitPrimaryLines(seq, [&](PageNo, const uint8_t*, uint16_t line, const RecordHeader&) {
     out->push_back(page::MakeRecordNo(seq, line));
     return absl::OkStatus();
   });
 }
 
 absl::Status Relation::ListCollectable(uint32_t seq, std::vector<uint64_t>* out) {
-  return VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line) {
-    RecordHeader h;
-    if (!DecodeHeader(*page::DpGet(data, ps_, line), &h)) {
-      return absl::DataLossError(absl::StrCat("page ", p, " line ", line, ": corrupt record header"));
-    }
+  return VisitPrimaryLines(seq, [&](PageNo, const uint8_t*, uint16_t line,
+                                    const RecordHeader& h) {
     if (h.back_page != page::kNoPage || (h.flags & kRecDeleted) ||
         tm_->StateOf(h.txn) == txn::kCnDead) {
       out->push_back(page::MakeRecordNo(seq, line));
@@ -859,10 +859,8 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   }
   // The new head: inline if it fits in the room the page has, else fragmented with a small
   // inline part.
-  const size_t room = page::DpFreeSpace(P.data(), ps_) + head_size;
-  size_t limit = room > kHeadSlack ? room - kHeadSlack : 0;
-  if (nh.size() + stored.size() > limit) limit = std::min<size_t>(limit, ps_ / 4);
-  limit = std::max<size_t>(limit, kRecMaxHeaderSize + 16);
+  const size_t limit = HeadInlineLimit(page::DpFreeSpace(P.data(), ps_) + head_size,
+                                       nh.size() + stored.size());
   absl::StatusOr<std::string> nrec = BuildVersion(txn, nh, stored, limit, &P);
   if (!nrec.ok()) return nrec.status();
   if (!page::DpReplace(P.data(), ps_, line, *nrec)) {

@@ -223,10 +223,11 @@ class Relation {
   // After lines were deleted from secondary page `r` (latched): it may take new lines again.
   void NoteSecondaryRoom(const cache::PageRef& r);
   // Calls `fn` for each primary record line of data page `seq` (none for a secondary page),
-  // with the page latched shared; a corrupt record header is DataLoss.
-  absl::Status VisitPrimaryLines(
-      uint32_t seq,
-      const std::function<absl::Status(page::PageNo, const uint8_t*, uint16_t)>& fn);
+  // with the page latched shared and the line's decoded header; a corrupt record header is
+  // DataLoss.
+  using PrimaryLineFn = std::function<absl::Status(page::PageNo, const uint8_t*, uint16_t,
+                                                   const RecordHeader&)>;
+  absl::Status VisitPrimaryLines(uint32_t seq, const PrimaryLineFn& fn);
   // Allocates and links a new data page (primary or secondary); returns its sequence.
   absl::StatusOr<uint32_t> AddDataPage(uint64_t txn, bool secondary);
   absl::Status SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn);
@@ -244,6 +245,10 @@ class Relation {
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreFragments(uint64_t txn,
                                                                     std::string_view bytes,
                                                                     cache::PageRef* primary);
+  // The inline limit for a head of `full` bytes replacing one on a page with `room` bytes free
+  // once the old head goes: all of it when it fits with kHeadSlack to spare, else at most a
+  // quarter page, and never less than a fragmented header with some body.
+  size_t HeadInlineLimit(size_t room, size_t full) const;
   // Builds a version record (header + stored body), fragmenting past `inline_limit` bytes.
   absl::StatusOr<std::string> BuildVersion(uint64_t txn, RecordHeader h, std::string_view stored,
                                            size_t inline_limit, cache::PageRef* primary);

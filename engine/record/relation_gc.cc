@@ -84,10 +84,8 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
       nh.frag_line = 0;
       std::string stored;
       if (!(nh.flags & kRecDeleted)) nh.encoding = CompressBody(*raw, &stored);
-      const size_t room = page::DpFreeSpace(P.data(), ps_) + head_rec.size();
-      size_t limit = room > kHeadSlack ? room - kHeadSlack : 0;
-      if (nh.size() + stored.size() > limit) limit = std::min<size_t>(limit, ps_ / 4);
-      limit = std::max<size_t>(limit, kRecMaxHeaderSize + 16);
+      const size_t limit = HeadInlineLimit(page::DpFreeSpace(P.data(), ps_) + head_rec.size(),
+                                           nh.size() + stored.size());
       absl::StatusOr<std::string> built = BuildVersion(mark_txn, nh, stored, limit, &P);
       if (!built.ok()) return built.status();
       placed = page::DpReplace(P.data(), ps_, line, *built);
@@ -328,9 +326,8 @@ absl::Status Relation::GetVersionStats(VersionStats* out) {
     if (pages[seq].flags & page::kPpSecondary) continue;
     // Each chain is walked with its head page latched, as readers do: the collector unlinks
     // back versions only under that page's exclusive latch, so none vanishes mid-walk.
-    absl::Status s = VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line) {
-      RecordHeader h;
-      DecodeHeader(*page::DpGet(data, ps_, line), &h);
+    absl::Status s = VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t,
+                                                const RecordHeader& h) {
       ++out->records;
       if (h.flags & kRecDeleted) ++out->delete_stubs;
       if (tm_->StateOf(h.txn) == txn::kCnDead) ++out->dead_heads;

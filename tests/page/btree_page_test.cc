@@ -444,7 +444,7 @@ TEST_CASE("btree page: lower bound, in-place insert and remove match the decoded
 
       const bool remove = slot.equal && (rng() % 3 != 0 || full > inserts / 4);
       if (remove) {
-        BtreeRemoveAt(page.data(), ps, &h, slot, key);
+        REQUIRE(BtreeRemoveAt(page.data(), ps, &h, slot, key));
         model.entries.erase(it);
         ++removes;
       } else if (!slot.equal) {
