@@ -56,6 +56,7 @@
 #include "engine/index/btree.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "engine/index/btree_impl.h"
@@ -411,6 +412,7 @@ absl::Status CheckKeySize(const char* op, std::string_view key, uint32_t max_key
 // falls on it.
 absl::Status BTree::Impl::FindInLeaf(std::string_view key, std::vector<MissingLink>* moved,
                                      PageRef* leaf, BtreeHeader* h, page::BtreeSlot* slot) const {
+  if (FindInRightmost(key, leaf, h, slot)) return absl::OkStatus();
   absl::StatusOr<PageRef> r = DescendToLeaf(Bound{key}, LatchMode::kExclusive, nullptr, nullptr,
                                             moved);
   if (!r.ok()) return r.status();
@@ -419,7 +421,39 @@ absl::Status BTree::Impl::FindInLeaf(std::string_view key, std::vector<MissingLi
       !s.ok()) {
     return s;
   }
+  if (h->right_sibling == page::kNoPage &&
+      rightmost_hint.load(std::memory_order_relaxed) != leaf->page_no()) {
+    tree_ids.store(uint64_t{h->relation_id} << 16 | h->index_id, std::memory_order_relaxed);
+    rightmost_hint.store(leaf->page_no(), std::memory_order_relaxed);
+  }
   return page::BtreeLowerBound(leaf->data(), page_size, leaf->page_no(), *h, key, slot);
+}
+
+bool BTree::Impl::FindInRightmost(std::string_view key, PageRef* leaf, BtreeHeader* h,
+                                  page::BtreeSlot* slot) const {
+  const PageNo hint = rightmost_hint.load(std::memory_order_relaxed);
+  if (hint == page::kNoPage) return false;
+  // Any failure (the page no longer the rightmost leaf, or not readable) leaves it to the
+  // descent, which reports what is wrong.
+  absl::StatusOr<PageRef> r = cache->Fetch(hint, LatchMode::kExclusive);
+  if (!r.ok()) return false;
+  // The rightmost leaf holds every key at or above its lower bound, which its first key is at
+  // or above: a key past the first key belongs here. (A leaf without a right sibling is the
+  // rightmost: one per tree, and a tree's pages stay its own while it lives.)
+  std::optional<std::string_view> first;
+  if (!page::ReadBtreeHeader(r->data(), page_size, hint, h).ok() || !h->leaf() ||
+      h->right_sibling != page::kNoPage ||
+      (uint64_t{h->relation_id} << 16 | h->index_id) != tree_ids.load(std::memory_order_relaxed) ||
+      !(first = page::BtreeFirstKey(r->data(), *h)) || !(*first < key)) {
+    // Inserts have moved away from the right end (or it split): the next descent that lands
+    // there sets the hint again, and until then none pays for a failed check.
+    PageNo expected = hint;
+    rightmost_hint.compare_exchange_strong(expected, page::kNoPage, std::memory_order_relaxed);
+    return false;
+  }
+  if (!page::BtreeLowerBound(r->data(), page_size, hint, *h, key, slot).ok()) return false;
+  *leaf = std::move(*r);
+  return true;
 }
 
 absl::Status BTree::Insert(std::string_view key, uint64_t value, uint64_t txn, size_t prefix,
@@ -505,10 +539,15 @@ class BTree::Impl::Splitter {
   // Run's work; Run then releases the latches and frees the fresh pages no split used.
   absl::Status RunLatched(std::string_view key, uint64_t value, uint8_t level,
                           const MissingLink* link);
-  // An upper bound on the pages the splits of path_ need once `target` (the target node with
-  // the new entry, whose key has `key_size` bytes) is written: one per node that may split, two
-  // for the root.
-  size_t PagesNeeded(const BtreeNode& target, size_t key_size) const;
+  // An upper bound on the pages the splits of path_ need when the target node (path_.back())
+  // splits or not: one per node that may split, two for the root.
+  size_t PagesNeeded(bool target_splits) const;
+  // For an insert at the right end of the last leaf of the tree (ascending loads): plans the
+  // target's split in place (tail_) and returns true; false when that does not apply.
+  absl::StatusOr<bool> PlanTail(std::string_view key, uint64_t value);
+  // Carries out tail_ on path_[i], releasing it. Returns the separator and the new page for the
+  // parent path_[i - 1].
+  absl::Status SplitTail(size_t i, std::string* separator, PageNo* right);
   // A page for a split: one allocated before the path was latched, else a new allocation.
   absl::StatusOr<PageRef> NewPage();
   // Latches the path from the highest node that may change down to the node of `level` for
@@ -534,6 +573,7 @@ class BTree::Impl::Splitter {
   std::vector<PageRef> path_;
   // Pages allocated (unreachable, unwritten) before path_ was latched, for the splits.
   std::vector<PageNo> fresh_;
+  page::BtreeTailSplit tail_;
   // A failure to record "split node before parent" does not undo the split (the tree is
   // consistent in memory); it is reported once the insert is done.
   absl::Status deferred_;
@@ -594,20 +634,16 @@ absl::Status BTree::Impl::Splitter::Run(std::string_view key, uint64_t value, ui
   return s;
 }
 
-size_t BTree::Impl::Splitter::PagesNeeded(const BtreeNode& target, size_t key_size) const {
+size_t BTree::Impl::Splitter::PagesNeeded(bool target_splits) const {
   size_t need = 0;
   for (size_t i = path_.size(); i-- > 0;) {
-    // An upper bound of what RunLatched does: a page with BtreeInsertRoom free takes the entry in
-    // place; the target also takes it when the node re-encoded with it fits.
-    BtreeHeader h;
-    const bool header_ok =
-        page::ReadBtreeHeader(path_[i].data(), t_->page_size, path_[i].page_no(), &h).ok();
-    bool splits;
-    if (i + 1 == path_.size()) {
-      splits = (!header_ok || h.free_space(t_->page_size) < page::BtreeInsertRoom(key_size)) &&
-               page::BtreeEncodedSize(target) > t_->page_size;
-    } else {
-      splits = !header_ok || h.free_space(t_->page_size) < page::BtreeInsertRoom(t_->max_key);
+    // An upper bound of what RunLatched does: a page with BtreeInsertRoom free takes a separator
+    // in place.
+    bool splits = target_splits;
+    if (i + 1 < path_.size()) {
+      BtreeHeader h;
+      splits = !page::ReadBtreeHeader(path_[i].data(), t_->page_size, path_[i].page_no(), &h).ok() ||
+               h.free_space(t_->page_size) < page::BtreeInsertRoom(t_->max_key);
     }
     if (!splits) break;
     need += path_[i].page_no() == t_->root ? 2 : 1;
@@ -638,29 +674,44 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
   BtreeNode node;
   size_t pos;
   PageNo link_child = page::kNoPage;  // a repair: the child that links to link->right
+  bool tail = false;  // the target splits in place at its right end (tail_)
   for (int attempt = 0;; ++attempt) {
     if (absl::Status s = LatchPath(key, level); !s.ok()) return s;
     PageRef& target = path_.back();
-    absl::StatusOr<size_t> at = DecodeAt(target, t_->page_size, key, &node);
-    if (!at.ok()) return at.status();
-    pos = *at;
-    if (pos < node.entries.size() && node.entries[pos].key == key) {
-      if (link) return absl::OkStatus();  // posted meanwhile
-      return absl::AlreadyExistsError(
-          absl::StrCat("btree insert: key already present in page ", target.page_no()));
+    if (!link && level == 0) {
+      absl::StatusOr<bool> planned = PlanTail(key, value);
+      if (!planned.ok()) return planned.status();
+      tail = *planned;
     }
-    if (link) {
-      absl::StatusOr<PageNo> child = LinkingChild(node, pos, *link);
-      if (!child.ok() || *child == page::kNoPage) return child.status();
-      link_child = *child;
+    bool target_splits = tail;
+    if (!tail) {
+      absl::StatusOr<size_t> at = DecodeAt(target, t_->page_size, key, &node);
+      if (!at.ok()) return at.status();
+      pos = *at;
+      if (pos < node.entries.size() && node.entries[pos].key == key) {
+        if (link) return absl::OkStatus();  // posted meanwhile
+        return absl::AlreadyExistsError(
+            absl::StrCat("btree insert: key already present in page ", target.page_no()));
+      }
+      if (link) {
+        absl::StatusOr<PageNo> child = LinkingChild(node, pos, *link);
+        if (!child.ok() || *child == page::kNoPage) return child.status();
+        link_child = *child;
+      }
+      node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::string(key), value});
+      // The entry goes in place with BtreeInsertRoom free; else the node re-encoded may fit.
+      BtreeHeader h;
+      target_splits =
+          (!page::ReadBtreeHeader(target.data(), t_->page_size, target.page_no(), &h).ok() ||
+           h.free_space(t_->page_size) < page::BtreeInsertRoom(key.size())) &&
+          page::BtreeEncodedSize(node) > t_->page_size;
     }
-    node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::string(key), value});
     // The pages the splits need are allocated with no latch held: allocating may have to evict,
     // and a dirty page can only be written once the pages it depends on are, which may be the
     // very nodes on our path (every leaf depends on its right neighbour until that is written,
     // so in an ascending load every dirty leaf waits for the one being split). The tree cannot
     // change while we hold tree_mu exclusively, so the second attempt has its pages.
-    const size_t need = PagesNeeded(node, key.size());
+    const size_t need = PagesNeeded(target_splits);
     if (fresh_.size() >= need || attempt > 0) break;
     path_.clear();
     while (fresh_.size() < need) {
@@ -684,9 +735,18 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
   // `node` holds path_[i] with the entry inserted, except above the target, where it is only
   // decoded when the separator does not go in place (an ascending load splits a leaf every few
   // hundred inserts; decoding a parent of hundreds of entries for each was most of the cost).
-  bool node_ready = true;
+  bool node_ready = !tail;
   for (size_t i = path_.size() - 1;; --i) {
     PageRef& ref = path_[i];
+    if (tail && i + 1 == path_.size()) {
+      std::string separator;
+      PageNo right;
+      if (absl::Status s = SplitTail(i, &separator, &right); !s.ok()) return s;
+      entry_key = std::move(separator);
+      entry_value = right;
+      mark_for = 0;
+      continue;
+    }
     // In place when it fits (always, with BtreeInsertRoom free: what LatchPath relied on to stop
     // at this page), else the node re-encoded (its restarts evenly spaced may take less room).
     BtreeHeader h;
@@ -735,6 +795,54 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
     entry_value = right;
     node_ready = false;
   }
+}
+
+absl::StatusOr<bool> BTree::Impl::Splitter::PlanTail(std::string_view key, uint64_t value) {
+  const PageRef& target = path_.back();
+  // A leaf that is the root splits through SplitRoot (the root keeps its page number).
+  if (path_.size() < 2 || target.page_no() == t_->root) return false;
+  BtreeHeader h;
+  if (absl::Status s = page::ReadBtreeHeader(target.data(), t_->page_size, target.page_no(), &h);
+      !s.ok()) {
+    return s;
+  }
+  // Only a full page: one that takes the entry in place does so in RunLatched.
+  if (h.right_sibling != page::kNoPage || h.count == 0 ||
+      h.free_space(t_->page_size) >= page::BtreeInsertRoom(key.size())) {
+    return false;
+  }
+  return page::BtreePlanTailSplit(target.data(), t_->page_size, target.page_no(), h, key, value,
+                                  &tail_);
+}
+
+absl::Status BTree::Impl::Splitter::SplitTail(size_t i, std::string* separator, PageNo* right_no) {
+  const uint32_t ps = t_->page_size;
+  PageRef& n = path_[i];
+  PageRef& parent = path_[i - 1];
+  const PageNo n_no = n.page_no();
+  BtreeHeader h;
+  if (absl::Status s = page::ReadBtreeHeader(n.data(), ps, n_no, &h); !s.ok()) return s;
+  // As SplitNode: the new page is written and released before anything links to it.
+  absl::StatusOr<PageRef> rr = NewPage();
+  if (!rr.ok()) return rr.status();
+  const PageNo r_no = rr->page_no();
+  BtreeNode right;
+  right.relation_id = h.relation_id;
+  right.index_id = h.index_id;
+  right.level = h.level;
+  right.left_sibling = n_no;
+  right.entries = std::move(tail_.right);
+  if (absl::Status s = WriteNewPage(*rr, right, ps); !s.ok()) return s;
+  cache::BufferCache* c = t_->cache;
+  if (absl::Status s = c->AddPrecedence(n, r_no); !s.ok()) return s;
+  if (absl::Status s = c->AddPrecedence(parent, r_no); !s.ok()) return s;
+  page::BtreeApplyTailSplit(n.data(), ps, &h, tail_, r_no);
+  n.Mark(0);
+  n.Release();
+  if (absl::Status s = c->AddPrecedence(parent, n_no); !s.ok() && deferred_.ok()) deferred_ = s;
+  *separator = std::move(tail_.separator);
+  *right_no = r_no;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SplitPlan> BTree::Impl::Splitter::Plan(PageNo no, BtreeNode& node,

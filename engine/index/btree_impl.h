@@ -2,6 +2,7 @@
 // btree_cursor.cc (seek and scans) and btree_check.cc (Check). Not part of the index layer's
 // interface; the latching protocol is described at the top of btree.cc.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <shared_mutex>
 #include <string>
@@ -91,6 +92,11 @@ struct BTree::Impl {
   // where `key` falls on it.
   absl::Status FindInLeaf(std::string_view key, std::vector<MissingLink>* moved,
                           cache::PageRef* leaf, page::BtreeHeader* h, page::BtreeSlot* slot) const;
+  // FindInLeaf's shortcut for ascending inserts: when `key` lies above the first key of the
+  // rightmost leaf (rightmost_hint), that leaf is the one for it, whatever the levels above say.
+  // False (nothing latched) when the hint is unset or does not apply.
+  bool FindInRightmost(std::string_view key, cache::PageRef* leaf, page::BtreeHeader* h,
+                       page::BtreeSlot* slot) const;
   // Insert under tree_mu exclusive, splitting as needed (btree.cc). Right-sibling links the
   // descent had to follow are appended to `moved`.
   absl::Status InsertSplitting(std::string_view key, uint64_t value, uint64_t txn,
@@ -110,6 +116,13 @@ struct BTree::Impl {
   // Shared: operations that change one leaf's entries (no structural change). Exclusive:
   // splits, repairs and Check. Readers never take it.
   mutable std::shared_mutex tree_mu;
+  // The rightmost leaf as the last descent for an insert found it, while inserts keep landing
+  // there (PostgreSQL's "fastpath" insert does the same): an ascending load then skips the
+  // descent. A hint only: FindInRightmost checks the page before trusting it, against the ids
+  // (relation_id << 16 | index_id) of the leaf the hint was taken from: every node of a tree
+  // carries the same ones, so they never change once set.
+  mutable std::atomic<page::PageNo> rightmost_hint{page::kNoPage};
+  mutable std::atomic<uint64_t> tree_ids{0};
 };
 
 }  // namespace ember::index

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "engine/util/coding.h"
@@ -170,6 +171,14 @@ std::string_view BtreeFence(const uint8_t* page, uint32_t page_size, const Btree
   return std::string_view(
       reinterpret_cast<const char*>(page + page_size - bt::kFenceOverhead - h.fence_len),
       h.fence_len);
+}
+
+std::optional<std::string_view> BtreeFirstKey(const uint8_t* page, const BtreeHeader& h) {
+  RawEntry e;
+  if (h.count == 0 || !ParseEntry(page, kBtreeHeaderSize, h.data_end, &e) || e.prefix != 0) {
+    return std::nullopt;
+  }
+  return std::string_view(reinterpret_cast<const char*>(page + e.sfx), e.suffix);
 }
 
 absl::Status ReadBtreeHeader(const uint8_t* page, uint32_t page_size, PageNo no, BtreeHeader* h) {
@@ -547,6 +556,73 @@ bool BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
   std::memset(page + h->data_end, 0, shrink);
   PutCounts(page, *h);
   return true;
+}
+
+absl::StatusOr<bool> BtreePlanTailSplit(const uint8_t* page, uint32_t page_size, PageNo no,
+                                        const BtreeHeader& h, std::string_view key,
+                                        uint64_t value, BtreeTailSplit* plan) {
+  if (h.right_sibling != kNoPage || h.has_fence() || h.restart_count == 0) return false;
+  const uint8_t* restarts = page + h.restarts_at(page_size);
+  BtreeSlot start;  // at the last restart entry, which is stored whole
+  start.offset = RestartAt(restarts, h.restart_count - 1u);
+  start.restart = static_cast<uint16_t>(h.restart_count - 1u);
+  if (start.offset < kBtreeHeaderSize || start.offset >= h.data_end) {
+    return Corrupt(no, absl::StrCat("last restart at ", start.offset, " outside the entries"));
+  }
+  BtreeEntryReader r(page, page_size, no);
+  r.StartAt(start, {});
+  std::vector<BtreeEntry> group;
+  std::vector<uint16_t> offsets;
+  for (size_t off = start.offset; r.Next(); off = r.end_offset()) {
+    offsets.push_back(static_cast<uint16_t>(off));
+    group.push_back({std::string(r.key()), r.value()});
+  }
+  if (!r.status().ok()) return r.status();
+  const size_t g = group.size();
+  if (g == 0 || g > h.count) return Corrupt(no, "last restart group does not match count");
+  if (!(key > std::string_view(group.back().key))) return false;
+  const size_t restart_bytes = bt::kRestartSize * size_t{h.restart_count};
+  // The fewest entries moved right that let the page keep the rest with its fence: the first
+  // entry of the group stays (the key before it, for the separator, is not at hand).
+  for (size_t j = g; j >= 1; --j) {
+    const std::string_view first_right = j < g ? std::string_view(group[j].key) : key;
+    const size_t sep_len = CommonPrefix(group[j - 1].key, first_right) + 1;
+    const size_t cut = j < g ? offsets[j] : h.data_end;
+    if (cut + restart_bytes + bt::kFenceOverhead + sep_len > page_size) continue;
+    plan->separator.assign(first_right.substr(0, sep_len));  // before group[j] moves
+    BtreeNode right;
+    right.entries.assign(std::make_move_iterator(group.begin() + static_cast<ptrdiff_t>(j)),
+                         std::make_move_iterator(group.end()));
+    right.entries.push_back({std::string(key), value});
+    if (BtreeEncodedSize(right) > page_size) return false;
+    plan->cut = static_cast<uint16_t>(cut);
+    plan->keep_count = static_cast<uint16_t>(h.count - (g - j));
+    plan->right = std::move(right.entries);
+    return true;
+  }
+  return false;
+}
+
+void BtreeApplyTailSplit(uint8_t* page, uint32_t page_size, BtreeHeader* h,
+                         const BtreeTailSplit& plan, PageNo right) {
+  // The cut is past the last restart, so every restart stays; the array moves down to make
+  // room for the fence (over bytes of entries that moved right or free space).
+  const size_t restart_bytes = bt::kRestartSize * size_t{h->restart_count};
+  const size_t fence = plan.separator.size();
+  uint8_t* const old_restarts = page + h->restarts_at(page_size);
+  uint8_t* const new_restarts = page + page_size - bt::kFenceOverhead - fence - restart_bytes;
+  std::memmove(new_restarts, old_restarts, restart_bytes);
+  std::memcpy(page + page_size - bt::kFenceOverhead - fence, plan.separator.data(), fence);
+  util::Put16(page + page_size - bt::kFenceOverhead, static_cast<uint16_t>(fence));
+  std::memset(page + plan.cut, 0, static_cast<size_t>(new_restarts - (page + plan.cut)));
+  h->count = plan.keep_count;
+  h->data_end = plan.cut;
+  h->fence_len = static_cast<uint16_t>(fence);
+  h->flags = static_cast<uint8_t>(h->flags | kBtreeHasFence);
+  h->right_sibling = right;
+  page[bt::kFlags] = h->flags;
+  util::Put32(page + bt::kRightSibling, right);
+  PutCounts(page, *h);
 }
 
 absl::Status DecodeBtreePage(const uint8_t* page, uint32_t page_size, PageNo no, BtreeNode* out) {

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/page/page.h"
 
 namespace ember::page {
@@ -120,6 +121,10 @@ struct BtreeNode : BtreeHeader {
 // points into the page.
 std::string_view BtreeFence(const uint8_t* page, uint32_t page_size, const BtreeHeader& h);
 
+// The first key of a page whose header `h` ReadBtreeHeader accepted (a restart entry: stored
+// whole), viewing the page; nullopt when the page has no entry or its first does not parse.
+std::optional<std::string_view> BtreeFirstKey(const uint8_t* page, const BtreeHeader& h);
+
 // Bytes an entry for (key, value) takes when it follows `prev` on a page ("" for a restart).
 size_t BtreeEntrySize(std::string_view prev, std::string_view key, uint64_t value);
 // Bytes `node` takes when encoded, header, restart array and fence included (compare with the
@@ -186,6 +191,32 @@ bool BtreeInsertAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
 bool BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const BtreeSlot& slot,
                    std::string_view key);
 
+// A split of the last node of its level (no right sibling) at its right end, done in place: an
+// ascending load splits a leaf every few hundred inserts, and decoding the whole leaf into
+// strings and encoding two pages for each split was about a sixth of the load's instructions.
+// The page keeps its entries up to `cut` and gains a fence; the entries from `cut` on (part of
+// the last restart group, often none) and the new one go to a new right page.
+struct BtreeTailSplit {
+  uint16_t cut = 0;                // offset of the first entry that moves right
+  uint16_t keep_count = 0;         // entries the page keeps
+  std::string separator;           // the page's fence, and the separator for the parent
+  std::vector<BtreeEntry> right;   // the right page's entries: those moved, then the new one
+};
+
+// Plans a tail split of the page (header `h`, accepted by ReadBtreeHeader) for (key, value),
+// `key` being above every key of the page: keeps as many entries as fit with the fence, moving
+// at most the last restart group but its first entry. Returns false when the page has a right
+// sibling, `key` is not above its last key, or no such cut fits both halves; DataLoss naming
+// page `no` when the last restart group does not parse. Changes nothing.
+absl::StatusOr<bool> BtreePlanTailSplit(const uint8_t* page, uint32_t page_size, PageNo no,
+                                        const BtreeHeader& h, std::string_view key,
+                                        uint64_t value, BtreeTailSplit* plan);
+
+// Applies a plan of BtreePlanTailSplit to the same page: drops the entries from plan.cut on and
+// gives the page the fence plan.separator and `right` as its right sibling. Updates h.
+void BtreeApplyTailSplit(uint8_t* page, uint32_t page_size, BtreeHeader* h,
+                         const BtreeTailSplit& plan, PageNo right);
+
 // Walks the entries of a page in order without materialising the node, with the same checks as
 // DecodeBtreePage. REQUIRES: ReadBtreeHeader succeeded on the page. Usage:
 //   BtreeEntryReader r(page, ps, no);
@@ -201,6 +232,8 @@ class BtreeEntryReader {
   bool Next();
   std::string_view key() const { return key_; }
   uint64_t value() const { return value_; }
+  // Offset one past the current entry.
+  size_t end_offset() const { return off_; }
   // Index of the current entry (counted from the walk's start after StartAt).
   size_t index() const { return index_ - 1; }
   const absl::Status& status() const { return status_; }

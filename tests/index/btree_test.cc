@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -552,6 +553,30 @@ TEST_CASE("btree: an ascending load of prefix-compressed entries leaves its leav
   INFO("leaves " << shape.pages_per_level.at(0));
   // Full leaves hold about 260 entries each (77 leaves); half-full ones would need over 150.
   CHECK(shape.pages_per_level.at(0) <= kN / 200);
+}
+
+TEST_CASE("btree: an ascending load of keys of varied length splits at the right end correctly",
+          "[btree][index]") {
+  // Keys with tails of 0-60 bytes: the last leaf, once full, sometimes has room for its fence and
+  // sometimes has to move its last entries to the new page (the tail split's two shapes).
+  TreeFile f(4096, 256);
+  Model model;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 6000; ++i) {
+    char num[16];
+    std::snprintf(num, sizeof num, "r%07d", i);
+    const std::string k =
+        std::string(num) + std::string(rng() % 61, static_cast<char>('a' + rng() % 26));
+    REQUIRE_OK(f.tree().Insert(k, static_cast<uint64_t>(i), 1));
+    model[k] = static_cast<uint64_t>(i);
+    if (i % 1500 == 0) RequireTree(f.tree(), model);
+  }
+  RequireTree(f.tree(), model);
+  const Shape shape = ShapeOf(f);
+  CHECK(LinkOnly(shape) == 0);
+  // About 40 bytes an entry: a full leaf holds about 100; half-full ones would need over 110.
+  INFO("leaves " << shape.pages_per_level.at(0));
+  CHECK(shape.pages_per_level.at(0) <= 6000 / 85);
 }
 
 TEST_CASE("btree: every partial flush of a split cascade reads correctly and is repaired",

@@ -495,6 +495,129 @@ TEST_CASE("btree page: ascending inserts start a restart group every interval", 
   REQUIRE(page == Encoded(model, ps));
 }
 
+// Fills the last page of a level by ascending in-place inserts of keys with varied tails until
+// one does not fit; returns that key.
+std::string FillAscending(std::vector<uint8_t>& page, uint32_t ps, BtreeNode& model,
+                          std::mt19937_64& rng) {
+  for (int i = 0;; ++i) {
+    char num[16];
+    std::snprintf(num, sizeof num, "k%06d", i);
+    std::string key = std::string(num) + std::string(rng() % 48, static_cast<char>('a' + rng() % 26));
+    BtreeHeader h;
+    REQUIRE(ReadBtreeHeader(page.data(), ps, 9, &h).ok());
+    BtreeSlot slot;
+    REQUIRE(BtreeLowerBound(page.data(), ps, 9, h, key, &slot).ok());
+    REQUIRE(slot.offset == h.data_end);
+    if (!BtreeInsertAt(page.data(), ps, &h, slot, key, static_cast<uint64_t>(i))) return key;
+    model.entries.push_back({key, static_cast<uint64_t>(i)});
+  }
+}
+
+TEST_CASE("btree page: a tail split keeps the page full, with its fence, and moves the rest",
+          "[btree][page]") {
+  int moved_some = 0, moved_none = 0;
+  for (uint32_t ps : {kMinPageSize, 8192u}) {
+    for (uint64_t seed = 1; seed <= 40; ++seed) {
+      std::mt19937_64 rng(seed * ps);
+      BtreeNode model;
+      model.relation_id = 3;
+      model.index_id = 2;
+      model.left_sibling = 4;
+      std::vector<uint8_t> page = Encoded(model, ps);
+      const std::string key = FillAscending(page, ps, model, rng);
+      BtreeHeader h;
+      REQUIRE(ReadBtreeHeader(page.data(), ps, 9, &h).ok());
+      BtreeTailSplit plan;
+      absl::StatusOr<bool> planned = BtreePlanTailSplit(page.data(), ps, 9, h, key, 7, &plan);
+      REQUIRE(planned.ok());
+      REQUIRE(*planned);
+      BtreeApplyTailSplit(page.data(), ps, &h, plan, 42);
+
+      // The page: a prefix of the model, the fence between it and the right page, sibling 42.
+      const size_t keep = plan.keep_count;
+      REQUIRE(keep >= 1);
+      REQUIRE(keep <= model.entries.size());
+      (keep < model.entries.size() ? moved_some : moved_none)++;
+      BtreeNode left = model;
+      left.entries.resize(keep);
+      INFO("ps " << ps << " seed " << seed << " keep " << keep << " of " << model.entries.size() << " sep " << plan.separator << " last " << model.entries[keep - 1].key);
+      CheckPage(page, ps, left);
+      BtreeNode d;
+      REQUIRE(DecodeBtreePage(page.data(), ps, 9, &d).ok());
+      REQUIRE(d.right_sibling == 42);
+      REQUIRE(d.left_sibling == 4);
+      REQUIRE(d.fence == plan.separator);
+      CHECK(h.count == d.count);
+      CHECK(h.data_end == d.data_end);
+      CHECK(h.fence_len == plan.separator.size());
+      // The right page: the moved entries, then the new one; all at or above the separator.
+      REQUIRE(plan.right.size() == model.entries.size() - keep + 1);
+      for (size_t i = keep; i < model.entries.size(); ++i) {
+        REQUIRE(plan.right[i - keep].key == model.entries[i].key);
+        REQUIRE(plan.right[i - keep].value == model.entries[i].value);
+      }
+      REQUIRE(plan.right.back().key == key);
+      REQUIRE(plan.right.back().value == 7);
+      REQUIRE(model.entries[keep - 1].key < plan.separator);
+      REQUIRE(plan.separator <= plan.right.front().key);
+      // Moving one entry fewer would not have fit: the page keeps as many as it can.
+      if (keep < model.entries.size()) {
+        const size_t sep_one_more =
+            Common(model.entries[keep].key, keep + 1 < model.entries.size()
+                                                ? model.entries[keep + 1].key
+                                                : key) + 1;
+        CHECK(h.data_end + BtreeEntrySize(model.entries[keep - 1].key, model.entries[keep].key,
+                                          model.entries[keep].value) +
+                  bt::kRestartSize * h.restart_count + 2 + sep_one_more >
+              ps);
+      }
+    }
+  }
+  // Both shapes happen with these keys (a fence that fits in the free bytes, and one that
+  // does not).
+  CHECK(moved_some > 0);
+  CHECK(moved_none > 0);
+}
+
+TEST_CASE("btree page: a tail split is refused where it does not apply, and corruption is named",
+          "[btree][page]") {
+  const uint32_t ps = 4096;
+  std::mt19937_64 rng(5);
+  BtreeNode model;
+  std::vector<uint8_t> page = Encoded(model, ps);
+  const std::string key = FillAscending(page, ps, model, rng);
+  BtreeHeader h;
+  REQUIRE(ReadBtreeHeader(page.data(), ps, 9, &h).ok());
+  BtreeTailSplit plan;
+  // A key not above the last one.
+  absl::StatusOr<bool> r = BtreePlanTailSplit(page.data(), ps, 9, h, model.entries.back().key,
+                                              1, &plan);
+  REQUIRE(r.ok());
+  CHECK_FALSE(*r);
+  r = BtreePlanTailSplit(page.data(), ps, 9, h, "k000000", 1, &plan);
+  REQUIRE(r.ok());
+  CHECK_FALSE(*r);
+  // A page with a right sibling.
+  BtreeHeader with_sibling = h;
+  with_sibling.right_sibling = 5;
+  r = BtreePlanTailSplit(page.data(), ps, 9, with_sibling, key, 1, &plan);
+  REQUIRE(r.ok());
+  CHECK_FALSE(*r);
+  // The last restart pointing past the entries, or into the middle of one.
+  std::vector<uint8_t> bad = page;
+  util::Put16(bad.data() + h.restarts_at(ps) + 2 * (h.restart_count - 1u), h.data_end);
+  r = BtreePlanTailSplit(bad.data(), ps, 9, h, key, 1, &plan);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == absl::StatusCode::kDataLoss);
+  CHECK(Contains(r.status(), "btree page 9"));
+  bad = page;
+  const uint16_t last = util::Get16(bad.data() + h.restarts_at(ps) + 2 * (h.restart_count - 1u));
+  util::Put16(bad.data() + h.restarts_at(ps) + 2 * (h.restart_count - 1u), last + 1);
+  r = BtreePlanTailSplit(bad.data(), ps, 9, h, key, 1, &plan);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == absl::StatusCode::kDataLoss);
+}
+
 TEST_CASE("btree page: lower bound on damaged bytes stays inside the page", "[btree][page]") {
   // Run under ASan to make this meaningful.
   const uint32_t ps = 4096;
