@@ -81,8 +81,7 @@ absl::Status TableCursor::Next() {
   return s;
 }
 
-bool IndexCursor::InRange(std::string_view entry) const {
-  std::string_view key = entry.substr(0, entry.size() >= 8 ? entry.size() - 8 : 0);
+bool IndexCursor::InRange(std::string_view key) const {
   // Compare on the bound's length: a bound is a prefix of full column encodings.
   if (key.substr(0, lo_.size()) < lo_) return false;
   if (hi_ && key.substr(0, hi_->size()) > *hi_) return false;
@@ -92,6 +91,8 @@ bool IndexCursor::InRange(std::string_view entry) const {
 absl::Status IndexCursor::Start() {
   util::ScopedCounterSinks sinks(txn_->Sinks());
   absl::StatusOr<index::BTree::Cursor> c =
+      // Past every entry beginning with hi_: what follows it is a column tag or the record
+      // number's byte count, all below 0xff.
       descending_ ? ix_->tree->Seek(hi_ ? *hi_ + std::string(1, '\xff') : std::string(), true)
                   : ix_->tree->Seek(lo_, false);
   if (!c.ok()) return c.status();
@@ -115,16 +116,20 @@ absl::Status IndexCursor::Settle() {
   const record::ReadView view = txn_->View();
   std::string key;
   for (; it_->Valid(); ) {
-    std::string_view entry = it_->key();
-    if (!InRange(entry)) {
+    std::string_view entry_key;
+    uint64_t rec;
+    if (!internal::ParseIndexEntry(*ix_, it_->key(), &entry_key, &rec)) {
+      return absl::DataLossError(
+          absl::StrCat("index ", ix_->schema.name, ": an entry does not parse"));
+    }
+    if (!InRange(entry_key)) {
       // Past the far bound: done. Before the near bound (descending start): keep going.
-      const bool past = descending_ ? entry.substr(0, lo_.size()) < lo_
-                                    : (hi_ && entry.substr(0, hi_->size()) > *hi_);
+      const bool past = descending_ ? entry_key.substr(0, lo_.size()) < lo_
+                                    : (hi_ && entry_key.substr(0, hi_->size()) > *hi_);
       if (past) return absl::OkStatus();
       if (absl::Status s = it_->Next(); !s.ok()) return s;
       continue;
     }
-    const uint64_t rec = internal::EntryRecord(entry);
     absl::StatusOr<record::VisibleVersion> v = ix_->table->relation->Read(rec, view);
     if (!v.ok() && !absl::IsNotFound(v.status())) return v.status();
     if (v.ok() && v->exists) {
@@ -132,7 +137,7 @@ absl::Status IndexCursor::Settle() {
       if (absl::Status s = record::DecodeRow(v->body, ncols, &row); !s.ok()) return s;
       internal::EncodeIndexKey(*ix_, row, &key);
       // The entry counts only if it is the key of the version we see.
-      if (entry.size() == key.size() + 8 && entry.substr(0, key.size()) == key) {
+      if (entry_key == key) {
         if (absl::Status s = txn_->UnspillRow(ix_->table, &row); !s.ok()) return s;
         rec_ = rec;
         row_ = std::move(row);

@@ -541,7 +541,7 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn) {
                                                      " has duplicate keys"));
       }
       for (const std::string& key : keys) {
-        absl::Status is = ix->tree->Insert(internal::IndexEntry(key, rec), rec, txn);
+        absl::Status is = ix->tree->Insert(internal::IndexEntry(key, rec), 0, txn);
         if (!is.ok() && !absl::IsAlreadyExists(is)) return is;
       }
     }

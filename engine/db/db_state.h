@@ -69,9 +69,14 @@ struct IndexState {
 bool EncodeIndexKey(const IndexState& ix, const Row& row, std::string* key);
 // The prefix of a key given as values for the first key columns (for lookups and ranges).
 absl::Status EncodeKeyPrefix(const IndexState& ix, const Row& values, std::string* key);
-// Full B-tree entry key: encoded columns + big-endian record number.
+// Full B-tree entry key: the encoded columns, then the record number as a byte count (1-8) and
+// that many big-endian bytes (no high zero bytes). Entries order by key, then by record number.
+// The tree's value is 0: the key carries the record (docs/format.md, "Index entries").
 std::string IndexEntry(std::string_view key, uint64_t rec);
-uint64_t EntryRecord(std::string_view entry);
+// Splits an entry of `ix` into its key part (the encoded columns) and its record number. False
+// when it does not parse.
+bool ParseIndexEntry(const IndexState& ix, std::string_view entry, std::string_view* key,
+                     uint64_t* rec);
 
 }  // namespace internal
 

@@ -62,16 +62,29 @@ absl::Status EncodeKeyPrefix(const IndexState& ix, const Row& values, std::strin
 }
 
 std::string IndexEntry(std::string_view key, uint64_t rec) {
-  std::string e(key);
-  for (int i = 7; i >= 0; --i) e.push_back(static_cast<char>((rec >> (8 * i)) & 0xFF));
+  const size_t n = rec == 0 ? 1 : (64 - static_cast<size_t>(__builtin_clzll(rec)) + 7) / 8;
+  std::string e;
+  e.reserve(key.size() + 1 + n);
+  e.append(key);
+  e.push_back(static_cast<char>(n));
+  for (size_t i = n; i-- > 0;) e.push_back(static_cast<char>((rec >> (8 * i)) & 0xFF));
   return e;
 }
 
-uint64_t EntryRecord(std::string_view entry) {
+bool ParseIndexEntry(const IndexState& ix, std::string_view entry, std::string_view* key,
+                     uint64_t* rec) {
+  std::string_view in = entry;
+  for (size_t i = 0; i < ix.key_columns.size(); ++i) {
+    if (!util::SkipKeyColumn(&in)) return false;
+  }
+  if (in.empty()) return false;
+  const size_t n = static_cast<uint8_t>(in[0]);
+  if (n < 1 || n > 8 || in.size() != n + 1) return false;
   uint64_t r = 0;
-  if (entry.size() < 8) return 0;
-  for (size_t i = entry.size() - 8; i < entry.size(); ++i) r = (r << 8) | static_cast<uint8_t>(entry[i]);
-  return r;
+  for (size_t i = 1; i <= n; ++i) r = (r << 8) | static_cast<uint8_t>(in[i]);
+  *key = entry.substr(0, entry.size() - in.size());
+  *rec = r;
+  return true;
 }
 
 void TableState::AddBlobIds(std::string_view raw, absl::flat_hash_set<uint64_t>* ids) const {
@@ -210,8 +223,13 @@ absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, 
     uint64_t wait_for = 0;
     for (; c->Valid(); ) {
       std::string_view e = c->key();
-      if (e.size() != key.size() + 8 || e.substr(0, key.size()) != key) break;
-      const uint64_t rec = internal::EntryRecord(e);
+      std::string_view ekey;
+      uint64_t rec;
+      if (!internal::ParseIndexEntry(*ix, e, &ekey, &rec)) {
+        return absl::DataLossError(absl::StrCat("index ", ix->schema.name,
+                                                ": an entry does not parse"));
+      }
+      if (ekey != key) break;
       if (rec != self_rec) {
         // The newest version that is not dead decides. If that is another transaction's
         // uncommitted version without the key (it deletes the record or changes its key), the
@@ -286,7 +304,7 @@ absl::StatusOr<std::vector<IndexState*>> TransactionImpl::AddKeys(TableState* t,
     // check: a writer of the same key after us will find ours.
     const bool unique = ix->schema.unique && !has_null;
     bool alone = false;
-    absl::Status s = ix->tree->Insert(internal::IndexEntry(key, rec), rec, id_, key.size(),
+    absl::Status s = ix->tree->Insert(internal::IndexEntry(key, rec), 0, id_, key.size(),
                                       unique ? &alone : nullptr);
     if (!s.ok() && !absl::IsAlreadyExists(s)) return s;
     if (unique && !alone) check.push_back(ix);

@@ -105,10 +105,17 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
         &rep.errors,
         [&](std::string_view key, uint64_t value) {
           ++rep.index_entries;
-          const uint64_t rec = internal::EntryRecord(key);
-          if (rec != value) {
+          std::string_view columns;
+          uint64_t rec;
+          if (!internal::ParseIndexEntry(*ix, key, &columns, &rec)) {
+            rep.errors.push_back(absl::StrCat("index ", ix->schema.name, ": an entry of ",
+                                              key.size(), " bytes does not parse as ",
+                                              ix->key_columns.size(),
+                                              " key columns and a record number"));
+          } else if (value != 0) {
             rep.errors.push_back(absl::StrCat("index ", ix->schema.name, ": entry value ", value,
-                                              " does not match its key's record ", rec));
+                                              " where 0 was expected (the key holds record ",
+                                              rec, ")"));
           }
           // An entry whose record does not exist is not an error: it is what a crash leaves
           // when the transaction that inserted the record never committed (its index page

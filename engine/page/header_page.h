@@ -25,8 +25,9 @@
 
 namespace ember::page {
 
-// 2: B-tree pages gained the restart array.
-constexpr uint32_t kFormatVersion = 4;
+// 2: B-tree pages gained the restart array. 3: variable-length record headers. 4: varint B-tree
+// entries. 5: index entries end with a variable-length record number, and leaves store value 0.
+constexpr uint32_t kFormatVersion = 5;
 constexpr std::string_view kMagic{"EMBERDB\0", 8};
 
 struct HeaderFields {

@@ -123,4 +123,31 @@ bool DecodeKeyString(std::string_view* in, std::string* v) {
   return false;  // no terminator
 }
 
+bool SkipKeyColumn(std::string_view* in) {
+  KeyColumnType type;
+  if (!PeekKeyColumnType(*in, &type)) return false;
+  switch (type) {
+    case KeyColumnType::kNull:
+      in->remove_prefix(1);
+      return true;
+    case KeyColumnType::kInt64:
+    case KeyColumnType::kDouble:
+      if (in->size() < 9) return false;
+      in->remove_prefix(9);
+      return true;
+    case KeyColumnType::kString:
+      for (size_t i = 1; i + 1 < in->size(); ++i) {
+        if ((*in)[i] != '\0') continue;
+        const uint8_t next = static_cast<uint8_t>((*in)[++i]);
+        if (next == 0x00) {
+          in->remove_prefix(i + 1);
+          return true;
+        }
+        if (next != 0xFF) return false;
+      }
+      return false;
+  }
+  return false;
+}
+
 }  // namespace ember::util

@@ -27,5 +27,7 @@ bool DecodeKeyNull(std::string_view* in);
 bool DecodeKeyInt64(std::string_view* in, int64_t* v);
 bool DecodeKeyDouble(std::string_view* in, double* v);
 bool DecodeKeyString(std::string_view* in, std::string* v);
+// Steps over one column of any type without decoding it (false on malformed input).
+bool SkipKeyColumn(std::string_view* in);
 
 }  // namespace ember::util
