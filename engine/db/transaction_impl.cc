@@ -218,7 +218,8 @@ absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
 absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, uint64_t self_rec) {
   const size_t ncols = ix->table->schema.columns.size();
   for (;;) {
-    absl::StatusOr<index::BTree::Cursor> c = ix->tree->Seek(key);
+    // The key's entries, usually one or two, then the next key's.
+    absl::StatusOr<index::BTree::Cursor> c = ix->tree->Seek(key, false, 3);
     if (!c.ok()) return c.status();
     uint64_t wait_for = 0;
     for (; c->Valid(); ) {

@@ -77,9 +77,15 @@ class BTree {
     std::vector<std::pair<std::string, uint64_t>> buffered_;
     size_t pos_ = 0;
   };
+  // Entries an ascending seek copies from its leaf by default: most seeks are short ranges, so
+  // copying the rest of the leaf would be wasted; a cursor that goes further re-seeks past the
+  // batch and then copies whole leaves. A point lookup asks for fewer.
+  static constexpr size_t kSeekBatch = 16;
   // Ascending: positioned at the first key >= `key`. Descending: at the last key <= `key`
-  // (an empty key with descending means "from the very end").
-  absl::StatusOr<Cursor> Seek(std::string_view key, bool descending = false) const;
+  // (an empty key with descending means "from the very end"). `batch`: see kSeekBatch
+  // (ascending only; at least 1).
+  absl::StatusOr<Cursor> Seek(std::string_view key, bool descending = false,
+                              size_t batch = kSeekBatch) const;
 
   // For Validate(): walks every level of the tree along its right-sibling chain, checking page
   // types, key order within and across pages, fences, that each parent's children appear on

@@ -5,6 +5,7 @@
 // crash state where a split node and its new right page are on disk without the parent's
 // separator (the descent's move-right rule finds the right page) can make it skip an entry or
 // return one twice. Latching follows the protocol in btree.cc.
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -105,18 +106,15 @@ absl::Status BTree::Impl::FillDescending(Bound b, CursorEntries* out) const {
   }
 }
 
-// Entries a seek copies from its leaf: most seeks are point lookups or short ranges, so copying
-// the rest of the leaf would be wasted; a cursor that goes further re-seeks past the batch and
-// then copies whole leaves.
-constexpr size_t kSeekBatch = 16;
-
-absl::StatusOr<BTree::Cursor> BTree::Seek(std::string_view key, bool descending) const {
+absl::StatusOr<BTree::Cursor> BTree::Seek(std::string_view key, bool descending,
+                                          size_t batch) const {
   Cursor c;
   c.tree_ = this;
   c.descending_ = descending;
   absl::Status s = descending
                        ? impl_->FillDescending(Bound{key, true, key.empty()}, &c.buffered_)
-                       : impl_->FillAscending(key, true, kSeekBatch, &c.buffered_);
+                       : impl_->FillAscending(key, true, std::max<size_t>(batch, 1),
+                                              &c.buffered_);
   if (!s.ok()) return s;
   if (c.buffered_.empty()) return c;
   c.key_ = std::move(c.buffered_[0].first);
