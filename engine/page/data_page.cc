@@ -24,8 +24,8 @@ namespace ember::page {
 namespace {
 
 constexpr size_t kRelationOff = 16, kSequenceOff = 20, kLineCountOff = 24, kDataStartOff = 26,
-                 kFreeBytesOff = 28;
-static_assert(kRelationOff == kPageHeaderSize && kFreeBytesOff + 2 + 2 == kDpLinesOffset);
+                 kFreeBytesOff = 28, kFreeHintOff = 30;
+static_assert(kRelationOff == kPageHeaderSize && kFreeHintOff + 2 == kDpLinesOffset);
 // data_start == page_size and every offset/length must fit the u16 fields.
 static_assert(kMaxPageSize <= 0xFFFF && MaxRecordOnPage(kMaxPageSize) <= 0xFFFF);
 // Lines are never the limit: even 1-byte records run out of room before the u16 line numbers.
@@ -41,6 +41,12 @@ uint16_t FreeBytes(const uint8_t* page) { return util::Get16(page + kFreeBytesOf
 void SetLineCount(uint8_t* page, uint32_t v) { util::Put16(page + kLineCountOff, static_cast<uint16_t>(v)); }
 void SetDataStart(uint8_t* page, uint32_t v) { util::Put16(page + kDataStartOff, static_cast<uint16_t>(v)); }
 void SetFreeBytes(uint8_t* page, uint32_t v) { util::Put16(page + kFreeBytesOff, static_cast<uint16_t>(v)); }
+// Every line below free_hint is in use: DpInsert's search for the lowest empty line starts there
+// (a page that only grows, as under a mass update pushing down back versions, has none, and the
+// scan of its whole line array was a tenth of the update's instructions). A hint too low only
+// costs a longer scan; DpCheck reports one that is too high.
+uint16_t FreeHint(const uint8_t* page) { return util::Get16(page + kFreeHintOff); }
+void SetFreeHint(uint8_t* page, uint32_t v) { util::Put16(page + kFreeHintOff, static_cast<uint16_t>(v)); }
 
 constexpr size_t ArrayEnd(size_t line_count) { return kDpLinesOffset + kDpLineSize * line_count; }
 
@@ -149,6 +155,7 @@ void InitDataPage(uint8_t* page, uint32_t page_size, PageNo no, uint32_t relatio
   util::Put32(page + kRelationOff, relation_id);
   util::Put32(page + kSequenceOff, sequence);
   SetLineCount(page, 0);
+  SetFreeHint(page, 0);
   SetDataStart(page, page_size);
   SetFreeBytes(page, page_size - static_cast<uint32_t>(kDpLinesOffset));
 }
@@ -169,7 +176,7 @@ std::optional<uint16_t> DpInsert(uint8_t* page, uint32_t page_size, std::string_
   // back versions) has none, and this scan runs for every version pushed down. A 64-bit load
   // holds two entries, each offset in the low half of a 32-bit lane; adding 0xFFFF to a lane's
   // offset carries into bit 16 exactly when the offset is not 0 (a free line).
-  uint32_t line = 0;
+  uint32_t line = std::min<uint32_t>(FreeHint(page), lc);
   const uint8_t* entries = page + kDpLinesOffset;
   static_assert(kDpLineSize == 4);
   constexpr uint64_t kOff = 0x0000FFFF0000FFFFull, kCarry = 0x0001000000010000ull;
@@ -184,11 +191,14 @@ std::optional<uint16_t> DpInsert(uint8_t* page, uint32_t page_size, std::string_
   }
   while (line < lc && GetLine(page, line).off != 0) ++line;
   if (!InsertImpl(page, page_size, line, rec)) return std::nullopt;
+  SetFreeHint(page, line + 1);  // the lines below were in use, and this one is now
   return static_cast<uint16_t>(line);
 }
 
 bool DpInsertAt(uint8_t* page, uint32_t page_size, uint16_t line, std::string_view rec) {
-  return InsertImpl(page, page_size, line, rec);
+  if (!InsertImpl(page, page_size, line, rec)) return false;
+  if (line == FreeHint(page)) SetFreeHint(page, line + 1u);
+  return true;
 }
 
 std::optional<std::string_view> DpGet(const uint8_t* page, uint32_t page_size, uint16_t line) {
@@ -237,6 +247,7 @@ void DpDelete(uint8_t* page, uint32_t page_size, uint16_t line) {
   if (!LiveLineValid(old, lc, page_size)) return;
   uint32_t fb = FreeBytes(page) + old.len;
   SetLine(page, line, Line{});
+  if (line < FreeHint(page)) SetFreeHint(page, line);
   while (lc > 0 && GetLine(page, lc - 1).off == 0) {
     --lc;
     SetLine(page, lc, Line{});
@@ -291,6 +302,9 @@ std::string DpCheck(const uint8_t* page, uint32_t page_size) {
     const Line l = GetLine(page, i);
     if (l.off == 0) {
       if (l.len != 0) return absl::StrFormat("line %u: empty (offset 0) but length %u", i, l.len);
+      if (i < FreeHint(page)) {
+        return absl::StrFormat("line %u: empty below free_hint %u", i, FreeHint(page));
+      }
       continue;
     }
     if (l.len == 0) return absl::StrFormat("line %u: offset %u with length 0", i, l.off);

@@ -9,7 +9,8 @@
 //   24     2    line_count  lines in the array (some may be empty)
 //   26     2    data_start  lowest offset used by record bytes (page_size when none)
 //   28     2    free_bytes  bytes reclaimable by compaction plus the gap
-//   30     2    reserved
+//   30     2    free_hint   every line below it is in use (where the search for an empty one
+//                           starts)
 //   32     4*L  lines: {u16 offset, u16 length}; offset 0 = empty line
 //
 // Record bytes are opaque here (the record layer defines them, docs/format.md shows both).

@@ -264,6 +264,32 @@ TEST_CASE("data page: the lowest empty line is found at every position of a long
   }
 }
 
+TEST_CASE("data page: free_hint starts the search and is checked", "[page]") {
+  const uint32_t ps = 4096;
+  auto page = NewDataPage(ps);
+  CHECK(util::Get16(page.data() + 30) == 0);
+  for (int i = 0; i < 40; ++i) REQUIRE(DpInsert(page.data(), ps, Rec(8, 'a')) == i);
+  CHECK(util::Get16(page.data() + 30) == 40);  // every line below 40 is in use
+  DpDelete(page.data(), ps, 17);
+  CHECK(util::Get16(page.data() + 30) == 17);
+  DpDelete(page.data(), ps, 30);
+  CHECK(util::Get16(page.data() + 30) == 17);
+  REQUIRE(DpInsert(page.data(), ps, "x") == uint16_t{17});
+  CHECK(util::Get16(page.data() + 30) == 18);
+  REQUIRE(DpInsertAt(page.data(), ps, 30, "y"));
+  CHECK(DpCheck(page.data(), ps) == "");
+  REQUIRE(DpInsert(page.data(), ps, "z") == uint16_t{40});
+  // A hint of 0 (too low) only costs a longer search.
+  DpDelete(page.data(), ps, 25);
+  util::Put16(page.data() + 30, 0);
+  CHECK(DpCheck(page.data(), ps) == "");
+  REQUIRE(DpInsert(page.data(), ps, "w") == uint16_t{25});
+  // A hint past an empty line would hide it: Validate's check names it.
+  DpDelete(page.data(), ps, 5);
+  util::Put16(page.data() + 30, 9);
+  CHECK(DpCheck(page.data(), ps) == "line 5: empty below free_hint 9");
+}
+
 TEST_CASE("data page: DpInsertAt keeps a chosen line number", "[page]") {
   const uint32_t ps = 4096;
   auto page = NewDataPage(ps);
