@@ -53,6 +53,9 @@ class IndexCursor : public Cursor {
   absl::Status Next() override;
   RecordId id() const override { return RecordId{rec_}; }
   const Row& row() const override { return row_; }
+  // Moves the current row out (the cursor is then done with it): a point lookup returns it
+  // without a copy.
+  Row TakeRow() { return std::move(row_); }
 
  private:
   absl::Status Settle();  // advances the tree cursor to the next entry with a visible match

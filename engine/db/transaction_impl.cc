@@ -513,7 +513,7 @@ absl::StatusOr<std::optional<std::pair<RecordId, Row>>> TransactionImpl::Lookup(
   IndexCursor c(this, ix, prefix, prefix, /*descending=*/false);
   if (absl::Status s = c.Start(); !s.ok()) return s;
   if (!c.Valid()) return std::optional<std::pair<RecordId, Row>>();
-  return std::optional<std::pair<RecordId, Row>>(std::make_pair(c.id(), c.row()));
+  return std::optional<std::pair<RecordId, Row>>(std::make_pair(c.id(), c.TakeRow()));
 }
 
 absl::StatusOr<std::unique_ptr<Cursor>> TransactionImpl::IndexScan(const Index& index,
