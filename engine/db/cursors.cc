@@ -100,7 +100,8 @@ absl::Status IndexCursor::Start() {
       // Past every entry beginning with hi_: what follows it is a column tag or the record
       // number's byte count, all below 0xff.
       descending_ ? ix_->tree->Seek(hi_ ? *hi_ + std::string(1, '\xff') : std::string(), true)
-                  : ix_->tree->Seek(lo_, false, hi_ == lo_ ? kPointBatch : index::BTree::kSeekBatch);
+                  : ix_->tree->Seek(lo_, false,
+                                    hi_ == lo_ ? kPointBatch : index::BTree::kSeekBatch);
   if (!c.ok()) return c.status();
   it_.emplace(std::move(*c));
   return Settle();

@@ -642,7 +642,8 @@ size_t BTree::Impl::Splitter::PagesNeeded(bool target_splits) const {
     bool splits = target_splits;
     if (i + 1 < path_.size()) {
       BtreeHeader h;
-      splits = !page::ReadBtreeHeader(path_[i].data(), t_->page_size, path_[i].page_no(), &h).ok() ||
+      const PageRef& p = path_[i];
+      splits = !page::ReadBtreeHeader(p.data(), t_->page_size, p.page_no(), &h).ok() ||
                h.free_space(t_->page_size) < page::BtreeInsertRoom(t_->max_key);
     }
     if (!splits) break;

@@ -46,7 +46,9 @@ void SetFreeBytes(uint8_t* page, uint32_t v) { util::Put16(page + kFreeBytesOff,
 // scan of its whole line array was a tenth of the update's instructions). A hint too low only
 // costs a longer scan; DpCheck reports one that is too high.
 uint16_t FreeHint(const uint8_t* page) { return util::Get16(page + kFreeHintOff); }
-void SetFreeHint(uint8_t* page, uint32_t v) { util::Put16(page + kFreeHintOff, static_cast<uint16_t>(v)); }
+void SetFreeHint(uint8_t* page, uint32_t v) {
+  util::Put16(page + kFreeHintOff, static_cast<uint16_t>(v));
+}
 
 constexpr size_t ArrayEnd(size_t line_count) { return kDpLinesOffset + kDpLineSize * line_count; }
 

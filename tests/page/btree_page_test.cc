@@ -502,7 +502,8 @@ std::string FillAscending(std::vector<uint8_t>& page, uint32_t ps, BtreeNode& mo
   for (int i = 0;; ++i) {
     char num[16];
     std::snprintf(num, sizeof num, "k%06d", i);
-    std::string key = std::string(num) + std::string(rng() % 48, static_cast<char>('a' + rng() % 26));
+    const std::string tail(rng() % 48, static_cast<char>('a' + rng() % 26));
+    std::string key = std::string(num) + tail;
     BtreeHeader h;
     REQUIRE(ReadBtreeHeader(page.data(), ps, 9, &h).ok());
     BtreeSlot slot;
@@ -540,7 +541,8 @@ TEST_CASE("btree page: a tail split keeps the page full, with its fence, and mov
       (keep < model.entries.size() ? moved_some : moved_none)++;
       BtreeNode left = model;
       left.entries.resize(keep);
-      INFO("ps " << ps << " seed " << seed << " keep " << keep << " of " << model.entries.size() << " sep " << plan.separator << " last " << model.entries[keep - 1].key);
+      INFO("page size " << ps << ", seed " << seed << ": keeps " << keep << " of "
+                         << model.entries.size() << ", separator " << plan.separator);
       CheckPage(page, ps, left);
       BtreeNode d;
       REQUIRE(DecodeBtreePage(page.data(), ps, 9, &d).ok());
