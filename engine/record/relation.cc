@@ -914,6 +914,8 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
         if (absl::Status s = repoint(&r, loc->first, loc->second); !s.ok()) return s;
         page::DpReplace(P.data(), ps_, k, r);  // same size (fixed-width pointer): in place
       }
+      // If the line is garbage waiting to be freed, the copy is what FreeLine must free.
+      MovePendingFree(*pno, l, loc->first, loc->second);
       if (new_head_refers) {
         nh.back_page = loc->first;
         nh.back_line = loc->second;

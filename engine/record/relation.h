@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -309,6 +310,20 @@ class Relation {
   std::vector<uint32_t> reusable_secondary_;  // guarded by mu_: secondary pages GC made room on
   BlobFreer blob_freer_;
   std::mutex alloc_mu_;            // serialises page additions (taken before mu_)
+
+  // Back versions that garbage collection or a backout unlinked and FreeUnlinked has not freed
+  // yet, by the location they were unlinked at ((page << 16) | line), with where each is now.
+  // Write, making room on a full page, may move such a line to a secondary page (a chain of
+  // garbage versions still points through it); FreeLine must then free the moved copy, not the
+  // line it left, which may hold a new version by then. (It did: chains broken or made cyclic
+  // under concurrent writers, rollbacks and collection.) Noted under the page's latch before
+  // the unlinking operation lets it go; moved under the page's latch; dropped by FreeLine.
+  void NotePendingFree(page::PageNo page, uint16_t line);
+  void MovePendingFree(page::PageNo from_page, uint16_t from_line, page::PageNo to_page,
+                       uint16_t to_line);
+  mutable std::mutex pending_mu_;
+  absl::flat_hash_map<uint64_t, uint64_t> pending_free_;  // guarded by pending_mu_: key -> now
+  absl::flat_hash_map<uint64_t, uint64_t> pending_at_;    // guarded by pending_mu_: now -> key
 };
 
 }  // namespace ember::record

@@ -102,7 +102,10 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
         unlinked->push_back({pno, bh.frag_page, bh.frag_line, true});
       }
     }
-    if (!same) unlinked->push_back({pno, h.back_page, h.back_line, false});
+    if (!same) {
+      NotePendingFree(h.back_page, h.back_line);
+      unlinked->push_back({pno, h.back_page, h.back_line, false});
+    }
   }
   P.Mark(mark_txn);
   if (removed_raw) *removed_raw = std::move(*head_raw);
@@ -229,12 +232,33 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
     if (v.page == cut_page && cut_page == *pno) {
       page::DpDelete(P.data(), ps_, v.line);
     } else {
+      NotePendingFree(v.page, v.line);
       unlinked->push_back({cut_page, v.page, v.line, false});
     }
   }
   out.changed = true;
   P.Mark(mark_txn);
   return out;
+}
+
+void Relation::NotePendingFree(PageNo page, uint16_t line) {
+  const uint64_t key = uint64_t{page} << 16 | line;
+  std::lock_guard<std::mutex> g(pending_mu_);
+  pending_free_[key] = key;
+  pending_at_[key] = key;
+}
+
+void Relation::MovePendingFree(PageNo from_page, uint16_t from_line, PageNo to_page,
+                               uint16_t to_line) {
+  const uint64_t from = uint64_t{from_page} << 16 | from_line;
+  const uint64_t to = uint64_t{to_page} << 16 | to_line;
+  std::lock_guard<std::mutex> g(pending_mu_);
+  auto it = pending_at_.find(from);
+  if (it == pending_at_.end()) return;
+  const uint64_t key = it->second;
+  pending_at_.erase(it);
+  pending_at_[to] = key;
+  pending_free_[key] = to;
 }
 
 void Relation::NoteSecondaryRoom(const PageRef& r) {
@@ -280,9 +304,23 @@ absl::Status Relation::FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t ma
 absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
   PageNo p = u.page;
   uint16_t line = u.line;
+  const uint64_t key = uint64_t{u.page} << 16 | u.line;
+  // Where the unlinked back version is now (Write may have moved it): looked up, then checked
+  // again under the latch of that page, which a move needs too.
+  auto now = [&]() -> uint64_t {
+    std::lock_guard<std::mutex> g(pending_mu_);
+    auto it = pending_free_.find(key);
+    return it == pending_free_.end() ? key : it->second;
+  };
   for (int hops = 0; hops < kMaxChainWalk; ++hops) {
+    if (!u.fragments_only) {
+      const uint64_t at = now();
+      p = static_cast<PageNo>(at >> 16);
+      line = static_cast<uint16_t>(at & 0xFFFF);
+    }
     absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kExclusive);
     if (!r.ok()) return r.status();
+    if (!u.fragments_only && now() != (uint64_t{p} << 16 | line)) continue;  // moved meanwhile
     std::optional<std::string_view> f = page::DpGet(r->data(), ps_, line);
     RecordHeader fh;
     const uint8_t want = u.fragments_only ? kRecFragment : kRecBackVersion;
@@ -292,6 +330,11 @@ absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
                                                                : "a back version"));
     }
     page::DpDelete(r->data(), ps_, line);
+    if (!u.fragments_only) {
+      std::lock_guard<std::mutex> g(pending_mu_);
+      pending_free_.erase(key);
+      pending_at_.erase(uint64_t{p} << 16 | line);
+    }
     r->Mark(mark_txn);
     NoteSecondaryRoom(*r);
     // A back version's own fragments are listed separately; a fragment chain continues here.
