@@ -81,12 +81,6 @@ absl::Status TableCursor::Next() {
   return s;
 }
 
-namespace {
-// Entries a seek for one key copies: that key's entries (usually one version's, a few when
-// older versions had the same key) and the next key's, which ends the scan.
-constexpr size_t kPointBatch = 3;
-}  // namespace
-
 bool IndexCursor::InRange(std::string_view key) const {
   // Compare on the bound's length: a bound is a prefix of full column encodings.
   if (key.substr(0, lo_.size()) < lo_) return false;
@@ -101,7 +95,7 @@ absl::Status IndexCursor::Start() {
       // number's byte count, all below 0xff.
       descending_ ? ix_->tree->Seek(hi_ ? *hi_ + std::string(1, '\xff') : std::string(), true)
                   : ix_->tree->Seek(lo_, false,
-                                    hi_ == lo_ ? kPointBatch : index::BTree::kSeekBatch);
+                                    hi_ == lo_ ? internal::kPointSeekBatch : index::BTree::kSeekBatch);
   if (!c.ok()) return c.status();
   it_.emplace(std::move(*c));
   return Settle();

@@ -73,6 +73,10 @@ absl::Status EncodeKeyPrefix(const IndexState& ix, const Row& values, std::strin
 // that many big-endian bytes (no high zero bytes). Entries order by key, then by record number.
 // The tree's value is 0: the key carries the record (docs/format.md, "Index entries").
 std::string IndexEntry(std::string_view key, uint64_t rec);
+// Entries a seek for one key copies from its leaf (lookups, unique checks): that key's entries
+// (usually one version's, a few when older versions had the same key) and the next key's,
+// which ends the scan.
+constexpr size_t kPointSeekBatch = 3;
 // Splits an entry of `ix` into its key part (the encoded columns) and its record number. False
 // when it does not parse.
 bool ParseIndexEntry(const IndexState& ix, std::string_view entry, std::string_view* key,

@@ -8,6 +8,7 @@
 #include "engine/db/cursors.h"
 #include "engine/page/data_page.h"
 #include "engine/record/record_format.h"
+#include "engine/util/coding.h"
 #include "engine/util/key_encoding.h"
 
 namespace ember {
@@ -62,7 +63,7 @@ absl::Status EncodeKeyPrefix(const IndexState& ix, const Row& values, std::strin
 }
 
 std::string IndexEntry(std::string_view key, uint64_t rec) {
-  const size_t n = rec == 0 ? 1 : (64 - static_cast<size_t>(__builtin_clzll(rec)) + 7) / 8;
+  const size_t n = util::SignificantBytes(rec);
   std::string e;
   e.reserve(key.size() + 1 + n);
   e.append(key);
@@ -218,8 +219,7 @@ absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
 absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, uint64_t self_rec) {
   const size_t ncols = ix->table->schema.columns.size();
   for (;;) {
-    // The key's entries, usually one or two, then the next key's.
-    absl::StatusOr<index::BTree::Cursor> c = ix->tree->Seek(key, false, 3);
+    absl::StatusOr<index::BTree::Cursor> c = ix->tree->Seek(key, false, internal::kPointSeekBatch);
     if (!c.ok()) return c.status();
     uint64_t wait_for = 0;
     for (; c->Valid(); ) {

@@ -47,9 +47,7 @@ absl::Status Corrupt(PageNo no, const std::string& what) {
 }
 
 // Bytes a value takes: its little-endian bytes without the high zero ones, at least one.
-inline size_t ValueBytes(uint64_t v) {
-  return v == 0 ? 1 : (64 - static_cast<size_t>(__builtin_clzll(v)) + 7) / 8;
-}
+inline size_t ValueBytes(uint64_t v) { return util::SignificantBytes(v); }
 // The second length varint: the suffix length and the value's byte count, so that a search
 // steps over an entry without decoding its value.
 inline uint64_t SizeWord(size_t suffix, size_t value_bytes) {

@@ -29,6 +29,13 @@ inline uint8_t* EncodeVarint64(uint8_t* p, uint64_t v) {
   *p++ = static_cast<uint8_t>(v);
   return p;
 }
+
+// Bytes of `v` without its high zero bytes (at least one): the width of a value stored in
+// minimal little- or big-endian form (B-tree values, index entries' record numbers).
+inline size_t SignificantBytes(uint64_t v) {
+  return v == 0 ? 1 : (64 - static_cast<size_t>(__builtin_clzll(v)) + 7) / 8;
+}
+
 // Bytes EncodeVarint64 writes for `v`.
 inline size_t VarintLength(uint64_t v) {
   size_t n = 1;
