@@ -316,6 +316,7 @@ absl::Status BufferCache::WriteClaimed(Frame* f) {
 
 absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no, bool clean_only) {
   Frame* f;
+  absl::Status clean_error;  // why cleaning failed: the real cause when no victim is left
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<Frame*> v;
     {
@@ -328,8 +329,8 @@ absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no, bool clean_only) {
       f = *v;
       break;
     }
-    if (attempt >= 16 || clean_only) return v.status();
-    CleanForEviction();
+    if (attempt >= 16 || clean_only) return clean_error.ok() ? v.status() : clean_error;
+    if (absl::Status s = CleanForEviction(); !s.ok()) clean_error = std::move(s);
     if (attempt > 2) std::this_thread::yield();
   }
   // The victim is ours (claimed, unpinned). Write it out if dirty, still mapped under its old
@@ -799,12 +800,12 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, 
   return first_error;
 }
 
-void BufferCache::CleanForEviction() {
+absl::Status BufferCache::CleanForEviction() {
   // One cleaner at a time; whoever waited for it finds frames cleaned and returns (the cleaner
   // never blocks, so waiting here while holding latches cannot deadlock).
   const uint64_t round = clean_rounds_.load();
   std::lock_guard<std::mutex> g(clean_mu_);
-  if (clean_rounds_.load() != round) return;
+  if (clean_rounds_.load() != round) return absl::OkStatus();
   // The oldest dirty, unpinned pages (by when they became dirty), a quarter of the cache: their
   // prerequisites come along, and a batch that size needs only a few syncs.
   std::vector<std::pair<uint64_t, Frame*>> dirty;
@@ -821,10 +822,10 @@ void BufferCache::CleanForEviction() {
   std::vector<Frame*> roots;
   roots.reserve(dirty.size());
   for (const auto& d : dirty) roots.push_back(d.second);
-  if (!roots.empty()) {
-    (void)FlushSet(std::move(roots), nullptr, FlushMode::kEvict);  // errors resurface on retry
-  }
+  absl::Status s;
+  if (!roots.empty()) s = FlushSet(std::move(roots), nullptr, FlushMode::kEvict);
   clean_rounds_.fetch_add(1);
+  return s;
 }
 
 absl::Status BufferCache::FlushTxns(std::span<const uint64_t> txns) {

@@ -218,8 +218,9 @@ class BufferCache {
   absl::Status FlushSet(std::vector<Frame*> roots, Frame* held,
                         FlushMode mode = FlushMode::kDurable);
   // Writes the oldest dirty, unpinned pages (a quarter of the cache) with their prerequisites so
-  // that eviction finds clean victims.
-  void CleanForEviction();
+  // that eviction finds clean victims. Returns the write's error, if any (OK when another thread
+  // cleaned meanwhile): an evictor that then finds no victim reports that, not "all pinned".
+  absl::Status CleanForEviction();
   absl::Status WriteClaimed(Frame* f);
 
   io::File* file_;

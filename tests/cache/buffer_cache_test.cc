@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <map>
 #include <random>
@@ -15,6 +17,7 @@
 
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
+#include "engine/io/fault_file.h"
 #include "engine/page/pip.h"
 #include "engine/util/counters.h"
 #include "tests/cache/cache_test_util.h"
@@ -674,6 +677,49 @@ TEST_CASE("cache: every frame pinned -> ResourceExhausted, not a hang", "[cache]
   CHECK(ReadCheck(c, 20, 20) == "");
   held.clear();
   for (PageNo p = 2; p < 30; ++p) CHECK(ReadCheck(c, p, p) == "");
+}
+
+TEST_CASE("cache: when the disk fails and no frame can be evicted, the error is the disk's, "
+          "not \"all pinned\"",
+          "[cache]") {
+  // Every dirty frame depends on one hot page that stays pinned, so the only way to free a frame
+  // is the cleaner writing the hot page first. When those writes fail, the evictor must report
+  // the I/O error that stopped it: "all pinned" would send the user looking for a pin leak.
+  testing::TempDir dir;
+  REQUIRE(dir.ok());
+  io::FileOptions fo;
+  fo.mode = io::OpenMode::kCreateNew;
+  auto f = io::OpenPosixFile(dir.File("db.edb"), fo);
+  REQUIRE(f.ok());
+  io::FaultFile file(std::move(*f));
+  const bool fail = GENERATE(false, true);
+  CAPTURE(fail);
+  BufferCache c(&file, Opts(16, /*forced=*/true));
+  constexpr PageNo kHot = 2;
+  MakePage(c, kHot, 1);
+  PageRef hot = VALUE_OR_FAIL(c.Fetch(kHot, LatchMode::kShared));
+  for (PageNo p = 3; p < 18; ++p) {  // the 15 other frames
+    PageRef r = VALUE_OR_FAIL(c.FetchNew(p));
+    FillPage(r.data(), kPs, p, p);
+    REQUIRE_OK(c.AddPrecedence(r, kHot));
+    r.Mark(1);
+  }
+  if (fail) file.FailWriteAfter(1, EIO, /*sticky=*/true);
+  absl::StatusOr<PageRef> r = c.FetchNew(40);
+  if (!fail) {  // the cleaner writes the pinned hot page (shared), then its dependants
+    REQUIRE_OK(r.status());
+    return;
+  }
+  INFO(r.status().ToString());
+  REQUIRE_FALSE(r.ok());
+  CHECK_FALSE(absl::IsResourceExhausted(r.status()));
+  CHECK(Contains(r.status().message(), std::strerror(EIO)));
+  // Nothing was lost: once the disk works again, every page reaches it.
+  file.FailWriteAfter(0, 0);
+  hot.Release();
+  REQUIRE_OK(c.FlushAll());
+  CHECK(ReadCheck(c, kHot, 1) == "");
+  for (PageNo p = 3; p < 18; ++p) CHECK(ReadCheck(c, p, p) == "");
 }
 
 TEST_CASE("cache: 4 threads latching random pages through a 32-frame cache", "[cache]") {
