@@ -34,27 +34,54 @@ absl::StatusOr<PageRef> PageSpace::FetchPip(uint32_t k, bool create) {
 }
 
 absl::StatusOr<PageRef> PageSpace::Allocate(uint64_t txn) {
+  PageNo p;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (uint32_t k = hint_pip_;; ++k) {
+      absl::StatusOr<PageRef> pip = FetchPip(k, /*create=*/true);
+      if (!pip.ok()) return pip.status();
+      std::optional<PageNo> found = page::PipFindFree(pip->data(), cache_->page_size());
+      if (!found) {
+        hint_pip_ = k + 1;
+        continue;
+      }
+      p = *found;
+      page::PipSetFree(pip->data(), cache_->page_size(), p, false);
+      pip->Mark(txn);
+      if (p >= page_count_) page_count_ = p + 1;
+      break;
+    }
+  }
+  return Claim(p);
+}
+
+absl::StatusOr<PageNo> PageSpace::AllocateRun(uint64_t txn, uint32_t n) {
+  if (n == 0 || n % 8 != 0 || n > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("page run of ", n, " pages"));
+  }
   std::lock_guard<std::mutex> g(mu_);
-  for (uint32_t k = hint_pip_;; ++k) {
+  for (uint32_t k = hint_pip_;; ++k) {  // below hint_pip_ no PIP has a single free page
     absl::StatusOr<PageRef> pip = FetchPip(k, /*create=*/true);
     if (!pip.ok()) return pip.status();
-    std::optional<PageNo> p = page::PipFindFree(pip->data(), cache_->page_size());
-    if (!p) {
-      hint_pip_ = k + 1;
-      continue;
+    const std::optional<PageNo> first = page::PipFindFreeRun(pip->data(), cache_->page_size(), n);
+    if (!first) continue;
+    for (PageNo p = *first; p < *first + n; ++p) {
+      page::PipSetFree(pip->data(), cache_->page_size(), p, false);
     }
-    page::PipSetFree(pip->data(), cache_->page_size(), *p, false);
     pip->Mark(txn);
-    const PageNo pip_no = pip->page_no();
-    pip->Release();
-    if (*p >= page_count_) page_count_ = *p + 1;
-    // Free in the PIP, so nothing on disk links to it (careful write keeps a reachable page
-    // allocated in its PIP): the cache may write it before the PIP's new version is durable.
-    absl::StatusOr<PageRef> page = cache_->FetchNew(*p, NewPage::kUnlinked);
-    if (!page.ok()) return page.status();
-    if (absl::Status s = cache_->AddPrecedence(*page, pip_no); !s.ok()) return s;
-    return page;
+    if (*first + n > page_count_) page_count_ = *first + n;
+    return *first;
   }
+}
+
+absl::StatusOr<PageRef> PageSpace::Claim(PageNo p) {
+  // Free in the PIP, so nothing on disk links to it (careful write keeps a reachable page
+  // allocated in its PIP): the cache may write it before the PIP's new version is durable.
+  absl::StatusOr<PageRef> page = cache_->FetchNew(p, NewPage::kUnlinked);
+  if (!page.ok()) return page.status();
+  const PageNo pip_no = page::PipPageNo(p / per_pip_, cache_->page_size());
+  if (absl::Status s = cache_->AddPrecedence(*page, pip_no); !s.ok()) return s;
+  return page;
 }
 
 absl::Status PageSpace::Free(PageNo p, uint64_t txn, PageRef* unlinked_from) {

@@ -24,6 +24,14 @@ class PageSpace {
   // A free page, marked used, returned zeroed and latched exclusively. The caller initialises it
   // and marks it for `txn`.
   absl::StatusOr<PageRef> Allocate(uint64_t txn);
+  // An extent: `n` contiguous free pages (n a multiple of 8, at most 64) starting at a page
+  // number that is a multiple of n, all marked used; returns the first. The caller takes each
+  // with Claim(). Data pages come in extents so that a table scan reads long runs of pages in
+  // one read each, instead of data pages interleaved with the index pages allocated between.
+  absl::StatusOr<PageNo> AllocateRun(uint64_t txn, uint32_t n);
+  // A page of a run from AllocateRun, as Allocate returns a page: zeroed, latched exclusively,
+  // fresh to the cache, following its PIP.
+  absl::StatusOr<PageRef> Claim(PageNo p);
   // Marks `p` free. The caller makes sure nothing on disk links to it any more (e.g. the page
   // that linked to it is written first: pass its ref to record that precedence) or that the
   // page was never linked (rollback of a fresh allocation).

@@ -14,6 +14,9 @@ constexpr size_t kFirstPageOff = 16, kMinFreeOff = 20;
 static_assert(kFirstPageOff == kPageHeaderSize && kMinFreeOff + 4 + 8 == kPipBitmapOffset);
 // The word-at-a-time search needs a whole number of 64-bit words in every bitmap.
 static_assert((kMinPageSize - kPipBitmapOffset) % 8 == 0);
+// Runs are aligned in the file only if every PIP's range starts at a multiple of the run length.
+static_assert(PagesPerPip(4096) % 64 == 0 && PagesPerPip(8192) % 64 == 0 &&
+              PagesPerPip(16384) % 64 == 0 && PagesPerPip(32768) % 64 == 0);
 static_assert(PagesPerPip(4096) == 32512 && PipPageNo(0, 4096) == 1 && PipPageNo(2, 4096) == 65024);
 
 PageNo FirstPage(const uint8_t* page) { return util::Get32(page + kFirstPageOff); }
@@ -85,6 +88,21 @@ std::optional<PageNo> PipFindFree(uint8_t* page, uint32_t page_size) {
     word = util::Get64(bitmap + size_t{w} * 8);
   }
   SetMinFree(page, nbits);
+  return std::nullopt;
+}
+
+std::optional<PageNo> PipFindFreeRun(const uint8_t* page, uint32_t page_size, uint32_t n) {
+  if (n == 0 || n % 8 != 0 || n > 64) return std::nullopt;
+  const uint32_t nbits = PagesPerPip(page_size);
+  const uint8_t* bitmap = page + kPipBitmapOffset;
+  const uint32_t bytes = n / 8;
+  // No page below the hint is free, so no run starts below its group.
+  for (uint32_t idx = MinFree(page) / n * n; idx + n <= nbits; idx += n) {
+    const uint8_t* g = bitmap + idx / 8;
+    uint32_t b = 0;
+    while (b < bytes && g[b] == 0xFF) ++b;
+    if (b == bytes) return FirstPage(page) + idx;
+  }
   return std::nullopt;
 }
 

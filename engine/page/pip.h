@@ -28,5 +28,9 @@ bool PipIsFree(const uint8_t* page, uint32_t page_size, PageNo p);
 void PipSetFree(uint8_t* page, uint32_t page_size, PageNo p, bool free);
 // Lowest free page covered by this PIP at or after the min_free hint; updates the hint.
 std::optional<PageNo> PipFindFree(uint8_t* page, uint32_t page_size);
+// Lowest run of `n` free pages (n a multiple of 8, at most 64) starting at a multiple of `n`
+// (PIP ranges start at multiples of 64, so that is a multiple in the file too). Leaves the
+// bits and the hint alone: the caller marks the pages used.
+std::optional<PageNo> PipFindFreeRun(const uint8_t* page, uint32_t page_size, uint32_t n);
 
 }  // namespace ember::page

@@ -128,26 +128,66 @@ void Relation::PrefetchPages(uint32_t first, uint32_t n) const {
 
 // ---------------------------------------------------------------- page management
 
+uint32_t Relation::ExtentPages(size_t pages) const {
+  // An eighth of the relation's pages, rounded down to 8, 16 or 32 (a read-ahead's worth), so
+  // that at most about an eighth of a table is allocated ahead of use; a small table (fewer than
+  // 64 pages) gets single pages. Never more than an eighth of the cache: all of an extent's new
+  // pages are dirty at once.
+  const uint32_t by_size = pages >= 256 ? 32 : pages >= 128 ? 16 : pages >= 64 ? 8 : 1;
+  uint32_t n = by_size;
+  while (n > 1 && n > cache_->capacity() / 8) n /= 2;
+  return n < 8 ? 1 : n;
+}
+
 absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
   std::lock_guard<std::mutex> a(alloc_mu_);
   uint32_t seq;
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    seq = static_cast<uint32_t>(pages_.size());
+  }
+  const uint8_t flags = secondary ? page::kPpSecondary : 0;
+  // Back versions go to single pages: a scan reads only primary pages, and a relation that is
+  // mostly updated in place needs few secondary ones.
+  const uint32_t n = secondary ? 1 : ExtentPages(seq);
+  PageNo first = page::kNoPage;
+  if (n > 1) {
+    absl::StatusOr<PageNo> run = space_->AllocateRun(txn, n);
+    if (!run.ok()) return run.status();
+    first = *run;
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    absl::StatusOr<PageRef> dp = n > 1 ? space_->Claim(first + i) : space_->Allocate(txn);
+    absl::Status s = dp.status();
+    if (s.ok()) {
+      page::InitDataPage(dp->data(), ps_, dp->page_no(), id_, seq + i);
+      page::SetFlags(dp->data(), flags);
+      dp->Mark(txn);
+      const PageNo dp_no = dp->page_no();
+      dp->Release();
+      s = LinkDataPage(txn, seq + i, dp_no, flags);
+    }
+    if (!s.ok()) {
+      // The pages of the extent not linked yet are reachable from nothing: give them back (a
+      // failure here leaves them to Validate's free_unreachable instead).
+      for (uint32_t j = i; n > 1 && j < n; ++j) {
+        (void)space_->Free(first + j, txn);
+      }
+      if (i == 0) return s;
+      break;  // the pages linked so far are usable
+    }
+  }
+  return seq;
+}
+
+absl::Status Relation::LinkDataPage(uint64_t txn, uint32_t seq, PageNo dp_no, uint8_t flags) {
   size_t npps;
   PageNo last_pp;
   {
     std::shared_lock<std::shared_mutex> g(mu_);
-    seq = static_cast<uint32_t>(pages_.size());
     npps = pps_.size();
     last_pp = pps_.back();
   }
-  const uint8_t flags = secondary ? page::kPpSecondary : 0;
-  absl::StatusOr<PageRef> dp = space_->Allocate(txn);
-  if (!dp.ok()) return dp.status();
-  page::InitDataPage(dp->data(), ps_, dp->page_no(), id_, seq);
-  page::SetFlags(dp->data(), flags);
-  dp->Mark(txn);
-  const PageNo dp_no = dp->page_no();
-  dp->Release();
-
   const uint32_t pp_index = seq / slots_per_pp_;
   PageNo pp_no = last_pp;
   if (pp_index == npps) {  // the chain needs a new pointer page
@@ -163,6 +203,8 @@ absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
     page::PpSetNext(prev->data(), pp_no);
     prev->Mark(txn);
     prev->Mark(0);  // a link: written by the next commit of anyone (buffer_cache.cc, kSystemBit)
+    std::unique_lock<std::shared_mutex> g(mu_);
+    pps_.push_back(pp_no);
   }
   {
     absl::StatusOr<PageRef> pp = cache_->Fetch(pp_no, LatchMode::kExclusive);
@@ -176,10 +218,9 @@ absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
     pp->Mark(0);
   }
   std::unique_lock<std::shared_mutex> g(mu_);
-  if (pp_index == npps) pps_.push_back(pp_no);
   pages_.push_back({dp_no, flags});
   SetFastPage(seq, dp_no, flags);
-  return seq;
+  return absl::OkStatus();
 }
 
 absl::Status Relation::SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn) {

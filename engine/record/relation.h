@@ -229,8 +229,14 @@ class Relation {
   using PrimaryLineFn = std::function<absl::Status(page::PageNo, const uint8_t*, uint16_t,
                                                    const RecordHeader&)>;
   absl::Status VisitPrimaryLines(uint32_t seq, const PrimaryLineFn& fn);
-  // Allocates and links a new data page (primary or secondary); returns its sequence.
+  // Allocates and links a new data page (primary or secondary); returns its sequence. Primary
+  // pages of a larger relation come as an extent (ExtentPages): all its pages are linked, empty,
+  // and the first is returned.
   absl::StatusOr<uint32_t> AddDataPage(uint64_t txn, bool secondary);
+  uint32_t ExtentPages(size_t pages) const;
+  // Puts data page `dp_no` in pointer page slot `seq` (the next one), adding a pointer page
+  // when the last is full. REQUIRES alloc_mu_.
+  absl::Status LinkDataPage(uint64_t txn, uint32_t seq, page::PageNo dp_no, uint8_t flags);
   absl::Status SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn);
   // Frees one unlinked line or fragment chain (its `from` page is on disk already).
   absl::Status FreeLine(const Unlinked& u, uint64_t mark_txn);

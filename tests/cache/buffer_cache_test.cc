@@ -858,6 +858,62 @@ TEST_CASE("page space: Allocate gives distinct zeroed pages; Free and IsFree", "
   CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == count);
 }
 
+TEST_CASE("page space: AllocateRun gives aligned runs of free pages; single pages fill the "
+          "holes below; the PIP state survives a reopen",
+          "[cache]") {
+  TestDb db(Opts(256));
+  BufferCache& c = db.cache();
+  PageSpace space(&c, 2);
+  for (int i = 0; i < 5; ++i) {  // pages 2..6
+    PageRef r = VALUE_OR_FAIL(space.Allocate(1));
+    r.Mark(1);
+  }
+  const PageNo run = VALUE_OR_FAIL(space.AllocateRun(1, 16));
+  CHECK(run == 16);  // 0..15 holds used pages: the first free aligned run
+  CHECK(space.page_count() == 32);
+  for (PageNo p = run; p < run + 16; ++p) {
+    CHECK_FALSE(VALUE_OR_FAIL(space.IsFree(p)));
+    PageRef r = VALUE_OR_FAIL(space.Claim(p));
+    CHECK(r.exclusive());
+    CHECK(std::all_of(r.data(), r.data() + kPs, [](uint8_t b) { return b == 0; }));
+    FillPage(r.data(), kPs, p, 1);
+    r.Mark(1);
+  }
+  // Single pages come from the hole below the run, then past it.
+  std::vector<PageNo> singles;
+  for (int i = 0; i < 10; ++i) {
+    PageRef r = VALUE_OR_FAIL(space.Allocate(1));
+    singles.push_back(r.page_no());
+    r.Mark(1);
+  }
+  CHECK(singles == std::vector<PageNo>{7, 8, 9, 10, 11, 12, 13, 14, 15, 32});
+  // A run skips a group with one page in use, and a freed page does not make a run.
+  CHECK(VALUE_OR_FAIL(space.AllocateRun(1, 32)) == 64);
+  REQUIRE_OK(space.Free(20, 1));
+  CHECK(VALUE_OR_FAIL(space.AllocateRun(1, 8)) == 40);
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == 20);
+  CHECK(absl::IsInvalidArgument(space.AllocateRun(1, 12).status()));
+  CHECK(absl::IsInvalidArgument(space.AllocateRun(1, 0).status()));
+  // Runs past the first PIP's range come from a new PIP, and stay aligned.
+  const uint32_t per_pip = page::PagesPerPip(kPs);
+  for (;;) {
+    const PageNo r = VALUE_OR_FAIL(space.AllocateRun(1, 64));
+    CHECK(r % 64 == 0);
+    if (r > per_pip) {
+      CHECK(r == per_pip + 64);  // the new PIP is the first page of its range
+      break;
+    }
+  }
+  REQUIRE_OK(c.FlushAll());
+  const uint32_t count = space.page_count();
+  db.Reopen();
+  PageSpace again(&db.cache(), count);
+  CHECK_FALSE(VALUE_OR_FAIL(again.IsFree(run + 15)));
+  CHECK_FALSE(VALUE_OR_FAIL(again.IsFree(per_pip + 64 + 63)));
+  CHECK(VALUE_OR_FAIL(again.IsFree(per_pip + 1)));
+  CHECK(VALUE_OR_FAIL(again.AllocateRun(1, 8)) == 48);  // 48..63 was left between the runs
+}
+
 TEST_CASE("page space: a page allocated from a PIP goes out no earlier than the PIP, and a page "
           "linking to it only after both (and a sync)",
           "[cache]") {

@@ -138,5 +138,50 @@ TEST_CASE("pip: random allocate/free against a model", "[page]") {
   }
 }
 
+TEST_CASE("pip: PipFindFreeRun finds the lowest aligned run of free pages, against a model",
+          "[page]") {
+  for (uint32_t ps : {4096u, 8192u}) {
+    for (uint32_t k : {0u, 1u}) {
+      INFO("page size " << ps << ", PIP " << k);
+      const PageNo first = PipPageNo(k, ps) == 1 ? 0 : PipPageNo(k, ps);
+      const uint32_t n = PagesPerPip(ps);
+      std::vector<uint8_t> page(ps);
+      InitPip(page.data(), ps, PipPageNo(k, ps), first);
+      std::mt19937 rng(ps + k);
+      // The model's answer: the lowest multiple of `len` (in page numbers) whose run is free.
+      auto expect = [&](uint32_t len) -> std::optional<PageNo> {
+        for (uint32_t i = 0; i + len <= n; i += len) {
+          bool all = true;
+          for (uint32_t j = i; j < i + len && all; ++j) all = PipIsFree(page.data(), ps, first + j);
+          if (all) return first + i;
+        }
+        return std::nullopt;
+      };
+      for (int op = 0; op < 3000; ++op) {
+        const uint32_t len = 8u << (rng() % 4);  // 8, 16, 32, 64
+        const std::optional<PageNo> got = PipFindFreeRun(page.data(), ps, len);
+        REQUIRE(got == expect(len));
+        if (got) {
+          CHECK(*got % len == 0);
+          for (PageNo p = *got; p < *got + len; ++p) PipSetFree(page.data(), ps, p, false);
+        }
+        // Scattered frees and uses, so runs open up below and get broken.
+        for (int i = 0; i < 6; ++i) {
+          const uint32_t b = 1 + rng() % ((rng() % 2) ? 600 : n - 1);
+          PipSetFree(page.data(), ps, first + b, rng() % 3 != 0);
+        }
+        if (rng() % 5 == 0) PipFindFree(page.data(), ps);  // moves the hint the search starts at
+      }
+    }
+  }
+  // Lengths it does not do.
+  std::vector<uint8_t> page(4096);
+  InitPip(page.data(), 4096, 1, 0);
+  CHECK_FALSE(PipFindFreeRun(page.data(), 4096, 0).has_value());
+  CHECK_FALSE(PipFindFreeRun(page.data(), 4096, 12).has_value());
+  CHECK_FALSE(PipFindFreeRun(page.data(), 4096, 128).has_value());
+  CHECK(PipFindFreeRun(page.data(), 4096, 8) == PageNo{8});  // pages 0 and 1 are in use
+}
+
 }  // namespace
 }  // namespace ember::page

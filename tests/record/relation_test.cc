@@ -4,6 +4,7 @@
 // after a flush and reopen.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -640,4 +641,81 @@ TEST_CASE("relation: a mixed workload keeps Check() clean across a reopen", "[re
   errors = env.Check();
   INFO((errors.empty() ? std::string() : errors[0]));
   CHECK(errors.empty());
+}
+
+TEST_CASE("relation: a growing table gets its data pages in aligned extents, filled in order, "
+          "and the layout survives a reopen",
+          "[relation]") {
+  RelEnv env;
+  // The data pages by sequence, read from the pointer pages, and how many lines each has.
+  auto layout = [&](std::vector<PageNo>* pages, std::vector<uint16_t>* lines) {
+    pages->clear();
+    lines->clear();
+    for (PageNo pp = env.first_pp; pp != page::kNoPage;) {
+      PageRef r = VALUE_OR_FAIL(env.db.cache().Fetch(pp, LatchMode::kShared));
+      for (uint32_t s = 0; s < page::PpCount(r.data()); ++s) {
+        REQUIRE_FALSE(page::PpGetFlags(r.data(), kPs, s) & page::kPpSecondary);
+        pages->push_back(page::PpGetSlot(r.data(), kPs, s));
+      }
+      pp = page::PpNext(r.data());
+    }
+    for (PageNo p : *pages) {
+      PageRef r = VALUE_OR_FAIL(env.db.cache().Fetch(p, LatchMode::kShared));
+      lines->push_back(page::DpLineCount(r.data()));
+    }
+  };
+  std::mt19937 rng(5);
+  std::vector<std::pair<uint64_t, std::string>> rows;
+  const uint64_t t = env.Begin();
+  for (int i = 0; i < 9000; ++i) {
+    std::string body = RandomBody(rng, 200);  // incompressible: about 17 a page
+    rows.emplace_back(VALUE_OR_FAIL(env.rel->Insert(t, body)), std::move(body));
+    if (i % 40 == 0) {  // an index growing alongside takes single pages
+      PageRef other = VALUE_OR_FAIL(env.space->Allocate(t));
+      page::InitPage(other.data(), kPs, page::PageType::kBtree, other.page_no());
+      other.Mark(t);
+    }
+  }
+  REQUIRE_OK(env.tm->Commit(t));
+  std::vector<PageNo> pages;
+  std::vector<uint16_t> lines;
+  layout(&pages, &lines);
+  REQUIRE(pages.size() > 300);
+  // From 64 pages on, extents of 8, from 128 of 16, from 256 of 32 (an eighth of the table,
+  // at most 32 and at most an eighth of the 256-page cache): contiguous, each starting at a
+  // multiple of its length.
+  size_t seq = 64;
+  uint32_t last = 0;
+  while (seq < pages.size()) {
+    const uint32_t n = seq >= 256 ? 32 : seq >= 128 ? 16 : 8;
+    INFO("extent at sequence " << seq << " of " << n << " pages, first page " << pages[seq]);
+    REQUIRE(seq + n <= pages.size());  // an extent is linked whole
+    CHECK(pages[seq] % n == 0);
+    for (size_t i = 1; i < n; ++i) CHECK(pages[seq + i] == pages[seq] + i);
+    last = n;
+    seq += n;
+  }
+  CHECK(seq == pages.size());
+  // Filled in order: every page before the last used one has rows, fewer than an extent after.
+  size_t used = pages.size();
+  while (used > 0 && lines[used - 1] == 0) --used;
+  CHECK(std::count(lines.begin(), lines.begin() + used, 0) == 0);
+  CHECK(pages.size() - used < last);
+  CHECK(env.Check().empty());
+
+  env.Reopen();
+  for (const auto& [rec, body] : rows) REQUIRE(env.Get(rec, env.Now()) == body);
+  CHECK(env.Check().empty());
+  // After the reopen, inserts go on into the extent's empty pages before any new one.
+  const size_t before = pages.size();
+  const uint64_t t2 = env.Begin();
+  for (int i = 0; i < 17; ++i) {
+    std::string body = RandomBody(rng, 200);
+    rows.emplace_back(VALUE_OR_FAIL(env.rel->Insert(t2, body)), std::move(body));
+  }
+  REQUIRE_OK(env.tm->Commit(t2));
+  layout(&pages, &lines);
+  CHECK(pages.size() == before);
+  for (const auto& [rec, body] : rows) REQUIRE(env.Get(rec, env.Now()) == body);
+  CHECK(env.Check().empty());
 }
