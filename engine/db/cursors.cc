@@ -16,9 +16,6 @@ TableCursor::~TableCursor() {
   }
 }
 
-// Data pages a scan reads ahead at a time (one read per run of consecutive pages).
-constexpr uint32_t kReadAhead = 32;
-
 absl::Status TableCursor::Fill() {
   util::ScopedCounterSinks sinks(txn_->Sinks());
   nrows_ = 0;
@@ -44,7 +41,9 @@ absl::Status TableCursor::Fill() {
   while (nrows_ == 0 && next_seq_ < table_->relation->PageSequences()) {
     garbage.clear();
     const uint32_t seq = next_seq_++;
-    if (seq % kReadAhead == 0) table_->relation->PrefetchPages(seq, kReadAhead);
+    if (seq % internal::kReadAhead == 0) {
+      table_->relation->PrefetchPages(seq, internal::kReadAhead);
+    }
     if (absl::Status s =
             table_->relation->VisitPage(seq, view, decode, &garbage, db->GcHorizon());
         !s.ok()) {

@@ -77,6 +77,9 @@ std::string IndexEntry(std::string_view key, uint64_t rec);
 // (usually one version's, a few when older versions had the same key) and the next key's,
 // which ends the scan.
 constexpr size_t kPointSeekBatch = 3;
+// Data pages read ahead at a time by a scan and by a rollback's sweep over its records in
+// record order (one read per run of consecutive pages: a whole extent).
+constexpr uint32_t kReadAhead = 32;
 // Splits an entry of `ix` into its key part (the encoded columns) and its record number. False
 // when it does not parse.
 bool ParseIndexEntry(const IndexState& ix, std::string_view entry, std::string_view* key,

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/db/transaction_impl.h"
+#include "engine/page/data_page.h"
 #include "engine/record/record_format.h"
 
 namespace ember::db {
@@ -156,7 +157,12 @@ absl::Status TransactionImpl::RollbackTop() {
   std::shared_lock<std::shared_mutex> cat(db_->catalog_mu_);
   std::vector<record::Unlinked> unlinked;
   TableState* cur = nullptr;
+  // The actions come in two sweeps in record order (removals, then restores), so the data pages
+  // they touch ascend within a sweep: read them ahead as a scan does, a run per read. Without
+  // it, undoing a mass update read its pages one miss at a time.
+  uint32_t ahead_until = 0, last_seq = 0;
   for (const txn::UndoAction& a : *acts) {
+    const uint32_t seq = page::RecordDpSequence(a.key.rec);
     if (cur == nullptr || cur->id != a.key.table) {
       if (cur) {
         if (absl::Status s = cur->relation->FreeUnlinked(&unlinked, id_); !s.ok()) return s;
@@ -165,6 +171,13 @@ absl::Status TransactionImpl::RollbackTop() {
       if (cur == nullptr) {
         return absl::InternalError(absl::StrCat("undo: no table with id ", a.key.table));
       }
+      ahead_until = 0;
+    }
+    if (seq < last_seq) ahead_until = 0;  // the next sweep
+    last_seq = seq;
+    if (seq >= ahead_until) {
+      cur->relation->PrefetchPages(seq, internal::kReadAhead);
+      ahead_until = seq + internal::kReadAhead;
     }
     std::lock_guard<std::mutex> g(db_->RecordMutex(a.key.table, a.key.rec));
     if (absl::Status s = ApplyUndo(cur, a.key.rec, a.kind, a.before, &unlinked); !s.ok()) {
