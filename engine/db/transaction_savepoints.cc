@@ -295,6 +295,7 @@ absl::Status TransactionImpl::Rollback() {
   if (!db_->open_.load()) return absl::OkStatus();  // dead after the next open anyway
   (void)EndBlobs();
   if (!wrote_) return db_->txns_->CommitNoWrites(id_, false);  // nothing to undo
+  absl::Status undo_error;
   if (undo_ && !failed) {
     // Undo everything; then nothing of ours is left, and the transaction can count as
     // committed (empty), so it does not stay "interesting" (OIT) until a sweep.
@@ -306,12 +307,21 @@ absl::Status TransactionImpl::Rollback() {
       s = db_->txns_->Commit(id_, /*counted=*/false);
     }
     if (s.ok()) return s;
+    undo_error = std::move(s);
   }
   undo_.reset();
   (void)FreeDroppedBlobs();  // our dead versions still head their chains
   absl::Status s = db_->txns_->MarkDead(id_);
   HandPagesToCollector(0, /*dead=*/true);  // dead versions are garbage at once
-  return s;
+  if (undo_error.ok()) return s;
+  // The rollback's outcome holds (a dead transaction's versions are invisible) but the caller
+  // must hear why the undo failed: it is an I/O error or damage the database has.
+  return absl::Status(
+      undo_error.code(),
+      absl::StrCat("rollback of transaction ", id_, ": undoing its changes failed (",
+                   undo_error.message(), "); ",
+                   s.ok() ? "it was marked dead instead, so none of its changes are visible"
+                          : absl::StrCat("marking it dead failed too: ", s.message())));
 }
 
 }  // namespace ember::db

@@ -150,7 +150,9 @@ class Transaction {
   virtual absl::Status Commit() = 0;
   // Undoes every change through the undo log, leaving no versions behind (the transaction then
   // counts as committed with nothing in it, so it holds back no one); without an undo log
-  // (no_savepoint) or if the undo fails, marks the transaction dead instead.
+  // (no_savepoint) or if the undo fails, marks the transaction dead instead. The transaction
+  // has ended either way. When the undo failed (an I/O error, a damaged page), Rollback returns
+  // that error, saying the transaction was marked dead: none of its changes are visible.
   virtual absl::Status Rollback() = 0;
   // Page counters of the whole transaction so far, and of its last call (a "statement";
   // a cursor's page work counts to the call that made it and to the transaction).

@@ -4,10 +4,11 @@
 // repeated updates, RunStatement (failing, nested), the immediate undo of a single failing call,
 // savepoint name reuse, unknown names, a full rollback leaving no versions and letting the OIT
 // advance, no_savepoint (savepoints refused, doomed transactions, dead versions), undo log
-// statistics and spilling, and a reopen after rollbacks.
+// statistics and spilling, a reopen after rollbacks, and a rollback whose undo fails.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "ember/ember.h"
+#include "engine/page/data_page.h"
 #include "tests/db/db_test_util.h"
 
 namespace ember {
@@ -817,6 +819,89 @@ TEST_CASE("savepoint: after rollbacks the database reopens valid with the data i
   f.Verify(r.get(), m, "after reopen");
   REQUIRE_OK(r->Commit());
   f.RequireCleanIndexes(m.size(), "after reopen and collection");
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST_CASE("savepoint: a rollback whose undo meets a damaged page reports it, marks the "
+          "transaction dead and leaves the committed rows visible",
+          "[savepoint]") {
+  Options o = testing::CreateOptions(4096, 16);  // the smallest cache: updated pages leave it
+  o.gc_policy = GcPolicy::kCooperative;
+  Fixture f(o);
+  Model base;
+  {
+    auto txn = f.Begin();
+    std::mt19937 rng(3);
+    for (int64_t id = 1; id <= 600; ++id) {  // incompressible rows: 40 data pages or so
+      std::string v(200, '\0');
+      for (char& c : v) c = static_cast<char>('a' + rng() % 26);
+      f.Ins(txn.get(), base, id, id, v);
+    }
+    REQUIRE_OK(txn->Commit());
+  }
+  auto txn = f.Begin();
+  for (const auto& [rec, row] : base) {
+    REQUIRE_OK(txn->Update(f.t, RecordId{rec}, MakeRow(IdOf(row), KOf(row) + 1000, "changed")));
+  }
+  // The table's first data page (sequence 0) went to disk long ago, holding our versions:
+  // damage it there, as a bad sector would.
+  const uint32_t ps = 4096;
+  const std::string bytes = testing::ReadFileBytes(f.tmp.path());
+  uint32_t victim = 0;
+  for (uint32_t p = 3; (p + 1) * size_t{ps} <= bytes.size() && victim == 0; ++p) {
+    const auto* d = reinterpret_cast<const uint8_t*>(bytes.data()) + size_t{p} * ps;
+    if (page::GetType(d) == page::PageType::kData && page::DpRelation(d) == f.t.id() &&
+        page::DpSequence(d) == 0) {
+      victim = p;
+    }
+  }
+  REQUIRE(victim != 0);
+  {
+    std::fstream file(f.tmp.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const size_t at = size_t{victim} * ps + ps / 2;
+    file.seekp(static_cast<std::streamoff>(at));
+    const char flipped = static_cast<char>(bytes[at] ^ 0x5A);
+    file.write(&flipped, 1);
+    REQUIRE(file.good());
+  }
+  const std::string page_name = "page " + std::to_string(victim);
+  const absl::Status s = txn->Rollback();
+  INFO("Rollback: " << s.ToString());
+  CHECK(IsError(s, absl::StatusCode::kDataLoss, page_name));
+  CHECK(IsError(s, absl::StatusCode::kDataLoss, "marked dead"));
+  // The transaction has ended all the same.
+  CHECK(absl::IsFailedPrecondition(txn->Rollback()));
+  CHECK(absl::IsFailedPrecondition(txn->Commit()));
+  // Its changes are invisible: every row off the damaged page reads as committed before it.
+  auto r = f.Begin();
+  size_t good = 0, lost = 0;
+  for (const auto& [rec, row] : base) {
+    absl::StatusOr<std::optional<Row>> got = r->Get(f.t, RecordId{rec});
+    if (got.ok()) {
+      REQUIRE(got->has_value());
+      INFO("record " << rec << ": " << RowText(**got));
+      REQUIRE(SameRow(**got, row));
+      ++good;
+    } else {
+      REQUIRE(IsError(got.status(), absl::StatusCode::kDataLoss, page_name));
+      ++lost;
+    }
+  }
+  CHECK(good > 500);
+  CHECK(lost > 0);
+  // A lookup through the index on k finds no row of the dead transaction.
+  for (int64_t id : {int64_t{300}, int64_t{600}}) {
+    absl::StatusOr<std::vector<std::pair<RecordId, Row>>> hits =
+        testing::IndexRange(r.get(), f.by_k, Row{id + 1000}, Row{id + 1000});
+    REQUIRE_OK(hits.status());
+    CHECK(hits->empty());
+  }
+  REQUIRE_OK(r->Commit());
 }
 
 }  // namespace
