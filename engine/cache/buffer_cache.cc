@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "engine/util/large_alloc.h"
 
 namespace ember::cache {
 
@@ -141,8 +142,9 @@ BufferCache::BufferCache(io::File* file, const CacheOptions& opts) : file_(file)
   if (opts_.capacity < 16) opts_.capacity = 16;
   const size_t bytes = size_t{opts_.capacity} * opts_.page_size;
   // Not zeroed: a frame is read into or zeroed (FetchNew, Load) before it is valid, and memory
-  // never touched is not committed, so a large cache costs nothing at open until used.
-  arena_ = {static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)), &std::free};
+  // never touched is not committed, so a large cache costs nothing at open until used. Huge
+  // pages when the cache is large (util/large_alloc.h): cheaper first touches, fewer TLB misses.
+  arena_ = {static_cast<uint8_t*>(util::LargeAlloc(bytes, 4096)), FrameArenaFree{bytes}};
   frames_.reserve(opts_.capacity);
   for (uint32_t i = 0; i < opts_.capacity; ++i) {
     auto f = std::make_unique<Frame>();

@@ -52,6 +52,7 @@
 #include "engine/io/file.h"
 #include "engine/page/page.h"
 #include "engine/util/counters.h"
+#include "engine/util/large_alloc.h"
 
 namespace ember::cache {
 
@@ -69,6 +70,12 @@ struct CacheOptions {
 enum class NewPage {
   kPlaced,    // may be found on disk without a link (a PIP, the first pages): ordinary rules
   kUnlinked,  // nothing on disk links to it (just allocated from a PIP): "fresh" until written
+};
+
+// Frees the frames' memory (util::LargeAlloc'd, 4096-aligned).
+struct FrameArenaFree {
+  size_t bytes = 0;
+  void operator()(uint8_t* p) const noexcept { util::LargeFree(p, bytes, 4096); }
 };
 
 class BufferCache;
@@ -225,7 +232,7 @@ class BufferCache {
 
   io::File* file_;
   CacheOptions opts_;
-  std::unique_ptr<uint8_t[], void (*)(void*)> arena_{nullptr, nullptr};
+  std::unique_ptr<uint8_t[], FrameArenaFree> arena_;
   std::vector<std::unique_ptr<Frame>> frames_;
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> table_;  // chunk pointers
   std::mutex miss_mu_;                                              // misses, eviction, mapping

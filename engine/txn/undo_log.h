@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "ember/stats.h"
 #include "engine/io/temp_space.h"
+#include "engine/util/large_alloc.h"
 
 namespace ember::txn {
 
@@ -125,7 +126,8 @@ class UndoLog {
   struct Level {
     std::string name;
     absl::flat_hash_map<ChunkKey, Chunk> chunks;
-    std::vector<Image> images;  // in the order taken; see the file comment for stale ones
+    // In the order taken; see the file comment for stale ones. Large: huge-page memory.
+    std::vector<Image, util::LargeAllocator<Image>> images;
     uint64_t records = 0;       // entries (bits set in `has`)
     uint64_t arena_mark = 0;    // arena size when the level was pushed
     // The chunk last looked up: consecutive records share it. Reset whenever `chunks` changes
@@ -164,7 +166,7 @@ class UndoLog {
   // The arena: offsets [0, spill_base_) are the memory part `mem_`; from spill_base_ on, the
   // bytes live in TempSpace extents of kTempExtent each (an image may straddle two).
   static constexpr uint64_t kTempExtent = 1024 * 1024;
-  std::string mem_;
+  std::basic_string<char, std::char_traits<char>, util::LargeAllocator<char>> mem_;
   bool spilling_ = false;
   uint64_t spill_base_ = 0;
   uint64_t spill_size_ = 0;             // bytes used in the temp part
