@@ -152,7 +152,7 @@ absl::Status TransactionImpl::FreeDroppedBlobs() {
 }
 
 absl::Status TransactionImpl::RollbackTop() {
-  absl::StatusOr<std::vector<txn::UndoAction>> acts = undo_->PopForRollback();
+  absl::StatusOr<txn::UndoActions> acts = undo_->PopForRollback();
   if (!acts.ok()) return acts.status();
   std::shared_lock<std::shared_mutex> cat(db_->catalog_mu_);
   std::vector<record::Unlinked> unlinked;

@@ -205,13 +205,13 @@ void UndoLog::CompactMoved(std::span<Image> moved, uint64_t mark) {
   }
 }
 
-absl::StatusOr<std::vector<UndoAction>> UndoLog::PopForRollback() {
+absl::StatusOr<UndoActions> UndoLog::PopForRollback() {
   if (!lost_.ok()) return lost_;
   Account();
   Level top = std::move(levels_.back());
   levels_.pop_back();
   top.ResetCache();
-  std::vector<UndoAction> out;
+  UndoActions out;
   out.reserve(top.records);
   // Removals first: they give back the room that restoring a larger earlier version may need on
   // the same page (rows this level inserted took it). Within each kind, record order makes the

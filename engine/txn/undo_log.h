@@ -62,6 +62,9 @@ struct UndoAction {
   UndoKind kind = UndoKind::kRemoveHead;
   std::string before;  // kRestoreOwn: the raw row to put back
 };
+// A rollback's actions: a million-row rollback makes ~56 MB of them at once, in huge pages
+// (util/large_alloc.h) rather than 14K fresh 4 KB pages at ~10 us each.
+using UndoActions = std::vector<UndoAction, util::LargeAllocator<UndoAction>>;
 
 // Size of the log (the public ember::UndoLogStats).
 using UndoStats = ember::UndoLogStats;
@@ -95,7 +98,7 @@ class UndoLog {
   // REQUIRES: depth() >= 2.
   void ReleaseTop();
   // Pops the top savepoint and returns the actions that undo it.
-  absl::StatusOr<std::vector<UndoAction>> PopForRollback();
+  absl::StatusOr<UndoActions> PopForRollback();
 
   UndoStats stats() const;
 

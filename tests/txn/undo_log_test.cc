@@ -19,6 +19,7 @@ using ember::io::TempSpace;
 using ember::io::TempSpaceOptions;
 using ember::txn::RecKey;
 using ember::txn::UndoAction;
+using ember::txn::UndoActions;
 using ember::txn::UndoKind;
 using ember::txn::UndoLog;
 
@@ -43,8 +44,8 @@ struct Temp {
   }
 };
 
-std::vector<UndoAction> Pop(UndoLog& log) {
-  absl::StatusOr<std::vector<UndoAction>> a = log.PopForRollback();
+UndoActions Pop(UndoLog& log) {
+  absl::StatusOr<UndoActions> a = log.PopForRollback();
   if (!a.ok()) FAIL("PopForRollback: " << a.status().ToString());
   return std::move(*a);
 }
@@ -56,7 +57,7 @@ void Rec(UndoLog& log, RecKey k, UndoKind kind, std::string_view before, bool ex
 }
 
 // Actions by key, checking there is at most one per key.
-std::map<std::pair<uint32_t, uint64_t>, UndoAction> ByKey(const std::vector<UndoAction>& acts) {
+std::map<std::pair<uint32_t, uint64_t>, UndoAction> ByKey(const UndoActions& acts) {
   std::map<std::pair<uint32_t, uint64_t>, UndoAction> m;
   for (const UndoAction& a : acts) {
     const bool fresh = m.emplace(std::make_pair(a.key.table, a.key.rec), a).second;
@@ -94,14 +95,14 @@ TEST_CASE("undo log: one entry per record per level", "[undo]") {
   Rec(log, k1, UndoKind::kRestoreOwn, "k1 later at sp", false);
   REQUIRE(log.stats().records == 3);
 
-  std::vector<UndoAction> top = Pop(log);
+  UndoActions top = Pop(log);
   REQUIRE(log.depth() == 1);
   REQUIRE(top.size() == 1);
   CHECK(top[0].key == k1);
   CHECK(top[0].kind == UndoKind::kRestoreOwn);
   CHECK(top[0].before == "k1 at sp");
 
-  std::vector<UndoAction> bottom = Pop(log);
+  UndoActions bottom = Pop(log);
   REQUIRE(log.depth() == 0);
   REQUIRE(bottom.size() == 2);
   auto m = ByKey(bottom);
@@ -122,10 +123,10 @@ TEST_CASE("undo log: Forget drops the top entry only", "[undo]") {
   REQUIRE_FALSE(log.TopHas({2, 5}));
   // Forgotten: the next change records again.
   Rec(log, {2, 5}, UndoKind::kRestoreOwn, "top again", true);
-  std::vector<UndoAction> top = Pop(log);
+  UndoActions top = Pop(log);
   REQUIRE(top.size() == 1);
   CHECK(top[0].before == "top again");
-  std::vector<UndoAction> base = Pop(log);
+  UndoActions base = Pop(log);
   REQUIRE(base.size() == 1);
   CHECK(base[0].before == "base");
 }
@@ -157,7 +158,7 @@ TEST_CASE("undo log: release merges into the parent, whose before-image wins", "
   log.ReleaseTop();  // b into base: r3 from base wins, r4 moves down
   REQUIRE(log.depth() == 1);
 
-  std::vector<UndoAction> acts = Pop(log);
+  UndoActions acts = Pop(log);
   REQUIRE(acts.size() == 5);
   // Removals first (they free the room restores may need), each kind in record order.
   for (size_t i = 1; i < acts.size(); ++i) {
@@ -188,10 +189,10 @@ TEST_CASE("undo log: rollback of a middle level after a release", "[undo]") {
   log.ReleaseTop();  // statement into a: r1 keeps "a1", r2 moves down with "s2"
   log.Push("");
   Rec(log, {1, 3}, UndoKind::kRestoreOwn, "s3", true);
-  std::vector<UndoAction> stmt = Pop(log);  // the last statement fails
+  UndoActions stmt = Pop(log);  // the last statement fails
   REQUIRE(stmt.size() == 1);
   CHECK(stmt[0].before == "s3");
-  std::vector<UndoAction> a = Pop(log);  // rollback to a
+  UndoActions a = Pop(log);  // rollback to a
   auto m = ByKey(a);
   REQUIRE(m.size() == 2);
   CHECK(m.at({1, 1}).before == "a1");
@@ -257,14 +258,14 @@ TEST_CASE("undo log: before-images spill to temp space past the memory limit and
       Rec(log, k, UndoKind::kRestoreOwn, img, true);
       top[{k.table, k.rec}] = img;
     }
-    std::vector<UndoAction> acts = Pop(log);
+    UndoActions acts = Pop(log);
     REQUIRE(acts.size() == top.size());
     for (const UndoAction& a : acts) {
       INFO("round " << round << " record " << a.key.rec);
       REQUIRE(a.before == top.at({a.key.table, a.key.rec}));
     }
   }
-  std::vector<UndoAction> acts = Pop(log);
+  UndoActions acts = Pop(log);
   REQUIRE(acts.size() == base.size());
   for (const UndoAction& a : acts) {
     INFO("table " << a.key.table << " record " << a.key.rec);
@@ -299,7 +300,7 @@ TEST_CASE("undo log: images that move down on release stay readable across spill
   }
   REQUIRE(log.stats().spilled_bytes > 0);
   while (log.depth() > 1) log.ReleaseTop();
-  std::vector<UndoAction> acts = Pop(log);
+  UndoActions acts = Pop(log);
   REQUIRE(acts.size() == want.size());
   for (const UndoAction& a : acts) {
     INFO("record " << a.key.rec);
@@ -315,7 +316,7 @@ TEST_CASE("undo log: without temp space the memory limit is ignored", "[undo]") 
   Rec(log, {1, 1}, UndoKind::kRestoreOwn, big, true);
   CHECK(log.stats().spilled_bytes == 0);
   CHECK(log.stats().memory_bytes >= big.size());
-  std::vector<UndoAction> a = Pop(log);
+  UndoActions a = Pop(log);
   REQUIRE(a.size() == 1);
   CHECK(a[0].before == big);
 }
@@ -358,7 +359,7 @@ TEST_CASE("undo log: repeated statements over the same records do not grow the a
   CHECK(temp.ts->stats().bytes_allocated == temp_after_first);
   if (spill) CHECK(st.peak_spilled_bytes > 0);
   // The images of "sp" are still right after all that reuse.
-  std::vector<UndoAction> sp = Pop(log);
+  UndoActions sp = Pop(log);
   REQUIRE(sp.size() == 500);
   for (const UndoAction& a : sp) REQUIRE(a.before == img);
 }
@@ -452,7 +453,7 @@ TEST_CASE("undo log: random savepoint work matches a model, records across chunk
     return {table, (seq << 16) | line};
   };
   auto check_pop = [&]() {
-    std::vector<UndoAction> acts = Pop(log);
+    UndoActions acts = Pop(log);
     std::map<Key, Want> want = std::move(model.back());
     model.pop_back();
     REQUIRE(acts.size() == want.size());
@@ -539,7 +540,7 @@ TEST_CASE("undo log: a million-record statement released and rolled back, chunk 
   for (uint64_t p = 0; p < kPages / 2; ++p) {
     for (uint64_t l = 0; l < kLines; ++l) Rec(log, {1, rec(p, l)}, UndoKind::kRestoreOwn, "v2", true);
   }
-  std::vector<UndoAction> acts = Pop(log);
+  UndoActions acts = Pop(log);
   REQUIRE(acts.size() == n / 2);
   for (size_t i = 0; i < acts.size(); ++i) {
     REQUIRE(acts[i].kind == UndoKind::kRestoreOwn);
@@ -583,7 +584,7 @@ TEST_CASE("undo log: a statement over the parent's records grows ahead; a small 
   // (Doubling would leave a vector for 131,072 images and a 2 MB arena.)
   CHECK(st.memory_bytes < base + kRecords * 24 + (limited ? (1u << 20) : kRecords * 24));
   if (limited) CHECK(st.spilled_bytes > 0);  // the arena reservation kept to the limit
-  std::vector<UndoAction> acts = Pop(log);
+  UndoActions acts = Pop(log);
   REQUIRE(acts.size() == kRecords);
   for (const UndoAction& a : acts) REQUIRE(a.before == img + std::to_string(a.key.rec));
 }
