@@ -58,6 +58,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "engine/index/btree_impl.h"
 #include "engine/page/pip.h"
@@ -560,6 +561,11 @@ class BTree::Impl::Splitter {
   // releasing path_[i]. Returns the separator and the new page for the parent path_[i - 1].
   absl::Status SplitNode(size_t i, BtreeNode& node, size_t inserted, std::string* separator,
                          PageNo* right);
+  // The end both splits of path_[i] share, once the new right page `r_no` is written and
+  // released: the precedence that keeps a crash from leaving a link to an unwritten page,
+  // `rewrite` making path_[i] the left half, and path_[i]'s release.
+  absl::Status LinkNewRight(size_t i, PageNo r_no,
+                            absl::FunctionRef<absl::Status(PageRef&)> rewrite);
   // Moves the root's content (`node`, which does not fit) into two new children, the root
   // becoming an internal node one level up over them. The root keeps its page number.
   absl::Status SplitRoot(PageRef& root, BtreeNode& node, size_t inserted);
@@ -819,7 +825,6 @@ absl::StatusOr<bool> BTree::Impl::Splitter::PlanTail(std::string_view key, uint6
 absl::Status BTree::Impl::Splitter::SplitTail(size_t i, std::string* separator, PageNo* right_no) {
   const uint32_t ps = t_->page_size;
   PageRef& n = path_[i];
-  PageRef& parent = path_[i - 1];
   const PageNo n_no = n.page_no();
   BtreeHeader h;
   if (absl::Status s = page::ReadBtreeHeader(n.data(), ps, n_no, &h); !s.ok()) return s;
@@ -834,15 +839,31 @@ absl::Status BTree::Impl::Splitter::SplitTail(size_t i, std::string* separator, 
   right.left_sibling = n_no;
   right.entries = std::move(tail_.right);
   if (absl::Status s = WriteNewPage(*rr, right, ps); !s.ok()) return s;
+  if (absl::Status s = LinkNewRight(i, r_no, [&](PageRef& node) {
+        page::BtreeApplyTailSplit(node.data(), ps, &h, tail_, r_no);
+        return absl::OkStatus();
+      });
+      !s.ok()) {
+    return s;
+  }
+  *separator = std::move(tail_.separator);
+  *right_no = r_no;
+  return absl::OkStatus();
+}
+
+absl::Status BTree::Impl::Splitter::LinkNewRight(
+    size_t i, PageNo r_no, absl::FunctionRef<absl::Status(PageRef&)> rewrite) {
+  PageRef& n = path_[i];
+  PageRef& parent = path_[i - 1];
+  const PageNo n_no = n.page_no();
   cache::BufferCache* c = t_->cache;
   if (absl::Status s = c->AddPrecedence(n, r_no); !s.ok()) return s;
   if (absl::Status s = c->AddPrecedence(parent, r_no); !s.ok()) return s;
-  page::BtreeApplyTailSplit(n.data(), ps, &h, tail_, r_no);
+  if (absl::Status s = rewrite(n); !s.ok()) return s;
   n.Mark(0);
   n.Release();
+  // N is released so that a cycle-breaking flush of N's chain cannot wait for our own latch.
   if (absl::Status s = c->AddPrecedence(parent, n_no); !s.ok() && deferred_.ok()) deferred_ = s;
-  *separator = std::move(tail_.separator);
-  *right_no = r_no;
   return absl::OkStatus();
 }
 
@@ -858,7 +879,6 @@ absl::Status BTree::Impl::Splitter::SplitNode(size_t i, BtreeNode& node, size_t 
                                               std::string* separator, PageNo* right_no) {
   const uint32_t ps = t_->page_size;
   PageRef& n = path_[i];
-  PageRef& parent = path_[i - 1];
   const PageNo n_no = n.page_no();
   const PageNo left_no = node.left_sibling;
   const PageNo old_right_no = node.right_sibling;
@@ -875,19 +895,18 @@ absl::Status BTree::Impl::Splitter::SplitNode(size_t i, BtreeNode& node, size_t 
   // in AddPrecedence below may need to latch it.
   if (absl::Status s = WriteNewPage(*rr, plan->right, ps); !s.ok()) return s;
 
-  cache::BufferCache* c = t_->cache;
-  if (absl::Status s = c->AddPrecedence(n, r_no); !s.ok()) return s;
-  if (absl::Status s = c->AddPrecedence(parent, r_no); !s.ok()) return s;
-
   plan->left.left_sibling = left_no;
   plan->left.right_sibling = r_no;
-  if (!page::EncodeBtreePage(plan->left, n.data(), ps)) {
-    return absl::InternalError(absl::StrCat("btree page ", n_no, ": split half does not fit"));
+  if (absl::Status s = LinkNewRight(i, r_no, [&](PageRef& node) {
+        if (!page::EncodeBtreePage(plan->left, node.data(), ps)) {
+          return absl::InternalError(
+              absl::StrCat("btree page ", n_no, ": split half does not fit"));
+        }
+        return absl::OkStatus();
+      });
+      !s.ok()) {
+    return s;
   }
-  n.Mark(0);
-  n.Release();
-  // N is released so that a cycle-breaking flush of N's chain cannot wait for our own latch.
-  if (absl::Status s = c->AddPrecedence(parent, n_no); !s.ok() && deferred_.ok()) deferred_ = s;
   *separator = std::move(plan->separator);
   *right_no = r_no;
   return absl::OkStatus();
