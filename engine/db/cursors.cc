@@ -94,7 +94,8 @@ absl::Status IndexCursor::Start() {
       // number's byte count, all below 0xff.
       descending_ ? ix_->tree->Seek(hi_ ? *hi_ + std::string(1, '\xff') : std::string(), true)
                   : ix_->tree->Seek(lo_, false,
-                                    hi_ == lo_ ? internal::kPointSeekBatch : index::BTree::kSeekBatch);
+                                    hi_ == lo_ ? internal::kPointSeekBatch
+                                               : index::BTree::kSeekBatch);
   if (!c.ok()) return c.status();
   it_.emplace(std::move(*c));
   return Settle();

@@ -46,8 +46,6 @@ absl::Status Corrupt(PageNo no, const std::string& what) {
   return absl::DataLossError(absl::StrCat("btree page ", no, ": ", what));
 }
 
-// Bytes a value takes: its little-endian bytes without the high zero ones, at least one.
-inline size_t ValueBytes(uint64_t v) { return util::SignificantBytes(v); }
 // The second length varint: the suffix length and the value's byte count, so that a search
 // steps over an entry without decoding its value.
 inline uint64_t SizeWord(size_t suffix, size_t value_bytes) {
@@ -103,7 +101,7 @@ inline uint64_t EntryValue(const uint8_t* page, const RawEntry& e) {
 
 // Writes an entry at `at`; returns the byte after it.
 uint8_t* PutEntry(uint8_t* at, size_t prefix, std::string_view suffix, uint64_t value) {
-  const size_t vb = ValueBytes(value);
+  const size_t vb = util::SignificantBytes(value);  // little-endian, no high zero bytes
   at = util::EncodeVarint64(at, prefix);
   at = util::EncodeVarint64(at, SizeWord(suffix.size(), vb));
   if (!suffix.empty()) std::memcpy(at, suffix.data(), suffix.size());
@@ -149,7 +147,7 @@ void PutCounts(uint8_t* page, const BtreeHeader& h) {
 }  // namespace
 
 size_t BtreeEntryBytes(size_t prefix, size_t suffix, uint64_t value) {
-  const size_t vb = ValueBytes(value);
+  const size_t vb = util::SignificantBytes(value);  // little-endian, no high zero bytes
   return util::VarintLength(prefix) + util::VarintLength(SizeWord(suffix, vb)) + suffix + vb;
 }
 

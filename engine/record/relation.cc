@@ -133,10 +133,9 @@ uint32_t Relation::ExtentPages(size_t pages) const {
   // that at most about an eighth of a table is allocated ahead of use; a small table (fewer than
   // 64 pages) gets single pages. Never more than an eighth of the cache: all of an extent's new
   // pages are dirty at once.
-  const uint32_t by_size = pages >= 256 ? 32 : pages >= 128 ? 16 : pages >= 64 ? 8 : 1;
-  uint32_t n = by_size;
-  while (n > 1 && n > cache_->capacity() / 8) n /= 2;
-  return n < 8 ? 1 : n;
+  uint32_t n = pages >= 256 ? 32 : pages >= 128 ? 16 : pages >= 64 ? 8 : 1;
+  while (n >= 8 && n > cache_->capacity() / 8) n /= 2;
+  return n >= 8 ? n : 1;
 }
 
 absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {

@@ -9,14 +9,9 @@ namespace ember::util {
 
 namespace {
 
+// The sanitizers track operator new, not our mappings (GCC's macros, as in buffer_cache.cc).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kMapLarge = false;  // the sanitizers track operator new, not our mappings
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 constexpr bool kMapLarge = false;
-#else
-constexpr bool kMapLarge = true;
-#endif
 #else
 constexpr bool kMapLarge = true;
 #endif
@@ -34,7 +29,8 @@ void* LargeAlloc(size_t bytes, size_t align) {
   // Map one huge page more than needed and trim, so the buffer starts on a 2 MB boundary
   // (THP only backs whole aligned 2 MB ranges).
   const size_t len = Rounded(bytes);
-  void* raw = mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* raw =
+      mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
   const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t aligned = (start + kHuge - 1) & ~uintptr_t{kHuge - 1};
