@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -101,6 +102,11 @@ class RecordingFile : public io::File {
     std::lock_guard<std::mutex> g(mu_);
     hook_ = std::move(hook);
   }
+  // Runs `hook` once, at the start of the next Write or WriteBatch (on the writing thread).
+  void SetWriteHookOnce(std::function<void()> hook) {
+    std::lock_guard<std::mutex> g(mu_);
+    write_hook_ = std::move(hook);
+  }
   io::File* base() const { return base_.get(); }
 
   // Read calls so far (each may cover several pages).
@@ -114,6 +120,7 @@ class RecordingFile : public io::File {
     return base_->ReadBlocks(offset, block, bufs);
   }
   absl::Status Write(uint64_t offset, const void* data, size_t len) override {
+    RunWriteHook();
     absl::Status s = base_->Write(offset, data, len);
     if (s.ok()) {
       std::lock_guard<std::mutex> g(mu_);
@@ -122,6 +129,7 @@ class RecordingFile : public io::File {
     return s;
   }
   absl::Status WriteBatch(std::span<const io::WriteRequest> reqs) override {
+    RunWriteHook();
     absl::Status s = base_->WriteBatch(reqs);
     if (s.ok()) {
       std::lock_guard<std::mutex> g(mu_);
@@ -155,6 +163,14 @@ class RecordingFile : public io::File {
   const std::string& path() const override { return base_->path(); }
 
  private:
+  void RunWriteHook() {
+    std::function<void()> hook;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      hook = std::exchange(write_hook_, nullptr);
+    }
+    if (hook) hook();
+  }
   void Record(int step, uint64_t offset, const void* data, size_t len) {
     const auto* p = static_cast<const uint8_t*>(data);
     for (size_t at = 0; at + ps_ <= len; at += ps_) {
@@ -168,7 +184,8 @@ class RecordingFile : public io::File {
   mutable std::mutex mu_;
   std::vector<IoEvent> events_;  // guarded by mu_
   int step_ = 0;                 // guarded by mu_
-  std::function<void()> hook_;   // guarded by mu_
+  std::function<void()> hook_;        // guarded by mu_
+  std::function<void()> write_hook_;  // guarded by mu_
   std::atomic<uint64_t> read_calls_{0};
 };
 

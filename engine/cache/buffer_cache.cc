@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <chrono>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
@@ -302,8 +303,24 @@ absl::StatusOr<Frame*> BufferCache::ClaimVictim(bool take_dirty) {
     }
     return f;
   }
-  return absl::ResourceExhaustedError(
-      absl::StrCat("buffer cache: no evictable page among ", n, " frames (all pinned)"));
+  return absl::ResourceExhaustedError("no victim");  // ClaimFor says why (NoVictimError)
+}
+
+absl::Status BufferCache::NoVictimError() const {
+  // What holds the frames, so that a user can tell a pin leak (too small a cache for what one
+  // thread holds at once) from pages that wait for a prerequisite.
+  size_t pinned = 0, waiting = 0;
+  for (const auto& f : frames_) {
+    if (f->pins.load(std::memory_order_acquire) != 0) {
+      ++pinned;
+    } else if (f->dirty.load(std::memory_order_acquire)) {
+      ++waiting;
+    }
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "buffer cache: no evictable page among ", opts_.capacity, " frames (", pinned,
+      " pinned, ", waiting, " dirty and waiting for a page that cannot be written yet); ",
+      "a larger cache_pages may help"));
 }
 
 absl::Status BufferCache::WriteClaimed(Frame* f) {
@@ -319,7 +336,7 @@ absl::Status BufferCache::WriteClaimed(Frame* f) {
 absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no, bool clean_only) {
   Frame* f;
   absl::Status clean_error;  // why cleaning failed: the real cause when no victim is left
-  for (int attempt = 0;; ++attempt) {
+  for (int attempt = 0;;) {
     absl::StatusOr<Frame*> v;
     {
       std::lock_guard<std::mutex> g(miss_mu_);
@@ -331,9 +348,20 @@ absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no, bool clean_only) {
       f = *v;
       break;
     }
-    if (attempt >= 16 || clean_only) return clean_error.ok() ? v.status() : clean_error;
+    if (clean_only) return v.status();
+    if (attempt >= kQuickClaims) {
+      if (!clean_error.ok()) return clean_error;
+      // Frames other threads hold for a read or a write come back without those threads
+      // waiting for anything this one holds (see io_pins_): wait for them. A commit's flush
+      // pins a whole batch through its presync, which on a slow disk outlasts the quick tries.
+      if (io_pins_.load(std::memory_order_acquire) == 0) return NoVictimError();
+      eviction_waits_.fetch_add(1, std::memory_order_relaxed);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else {
+      ++attempt;
+      if (attempt > 3) std::this_thread::yield();
+    }
     if (absl::Status s = CleanForEviction(); !s.ok()) clean_error = std::move(s);
-    if (attempt > 2) std::this_thread::yield();
   }
   // The victim is ours (claimed, unpinned). Write it out if dirty, still mapped under its old
   // number so that nobody re-reads a stale copy from disk meanwhile.
@@ -389,7 +417,9 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
   Frame* f = *claimed;
   absl::Status s;
   if (read) {
+    io_pins_.fetch_add(1, std::memory_order_relaxed);
     s = file_->Read(uint64_t{no} * opts_.page_size, f->data, opts_.page_size);
+    io_pins_.fetch_sub(1, std::memory_order_release);
     if (s.ok()) {
       util::Count(counters_, util::Counter::kReads);
       s = page::VerifyPage(f->data, opts_.page_size, no, file_->path().c_str());
@@ -443,6 +473,7 @@ void BufferCache::Prefetch(std::span<const PageNo> pages) {
     if (Lookup(pages[i]) != nullptr) continue;
     absl::StatusOr<Frame*> f = ClaimFor(pages[i], /*clean_only=*/true);
     if (f.ok()) {
+      io_pins_.fetch_add(1, std::memory_order_relaxed);
       claimed.emplace_back(pages[i], *f);
     } else if (!absl::IsAborted(f.status())) {
       break;  // no clean frame left: read what was claimed
@@ -465,14 +496,15 @@ void BufferCache::Prefetch(std::span<const PageNo> pages) {
         util::Count(counters_, util::Counter::kReads);
         s = page::VerifyPage(f->data, ps, no, file_->path().c_str());
       }
-      if (!s.ok()) {
+      if (s.ok()) {
+        f->valid = true;
+        f->ref.store(true, std::memory_order_relaxed);
+        f->latch.unlock();
+        Unpin(f);
+      } else {
         AbandonLoad(f, no);
-        continue;
       }
-      f->valid = true;
-      f->ref.store(true, std::memory_order_relaxed);
-      f->latch.unlock();
-      Unpin(f);
+      io_pins_.fetch_sub(1, std::memory_order_release);
     }
     i = j;
   }
@@ -600,6 +632,7 @@ bool BufferCache::AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& b
       batch.copied[f] = item.seq;
     }
   }
+  if (!own) io_pins_.fetch_add(1, std::memory_order_relaxed);
   batch.items.push_back(std::move(item));
   return true;
 }
@@ -640,7 +673,10 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
       }
     }
     it.f->writing.store(false, std::memory_order_release);
-    if (!it.own) Unpin(it.f);
+    if (!it.own) {
+      Unpin(it.f);
+      io_pins_.fetch_sub(1, std::memory_order_release);
+    }
     if (it.bytes) GiveCopyBuffer(std::move(it.bytes));
   }
   batch.items.clear();

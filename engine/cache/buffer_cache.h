@@ -161,6 +161,9 @@ class BufferCache {
   // Syncs that failed: after one, what was written before it is not known durable - nor known
   // lost (the commit path tells "in doubt" from "not written" by it).
   uint64_t SyncFailures() const { return sync_failures_.load(std::memory_order_acquire); }
+  // Times an eviction found no victim while other threads' reads or writes held frames, and
+  // waited for them (for tests).
+  uint64_t EvictionWaits() const { return eviction_waits_.load(std::memory_order_relaxed); }
 
  private:
   friend class PageRef;
@@ -186,6 +189,10 @@ class BufferCache {
   // A victim frame, claimed. Dirty frames qualify only with `take_dirty` and when they may be
   // written now (WriteClaimed then writes them).
   absl::StatusOr<Frame*> ClaimVictim(bool take_dirty);
+  // Tries of ClaimFor (cleaning between them) before it waits for other threads' I/O or fails.
+  static constexpr int kQuickClaims = 16;
+  // ResourceExhausted saying what holds the frames (pinned, dirty and waiting).
+  absl::Status NoVictimError() const;
 
   struct Batch;
   // Whether `f` may be written now (the rule in the file comment). REQUIRES f->meta, and f latched
@@ -253,6 +260,12 @@ class BufferCache {
   std::vector<std::unique_ptr<uint8_t[]>> spare_;  // guarded by spare_mu_
   std::mutex clean_mu_;                      // one CleanForEviction at a time
   std::atomic<uint64_t> clean_rounds_{0};    // CleanForEviction calls completed
+  // Pins held only for a read or a write in progress: a Load's read, a Prefetch's claimed
+  // frames, a batch's pages from AddToBatch to Submit. Their holders release them without
+  // waiting for any latch or pin (a flush submits its batch before it blocks), so an evictor
+  // that finds no victim while this is non-zero may wait instead of failing.
+  std::atomic<uint32_t> io_pins_{0};
+  std::atomic<uint64_t> eviction_waits_{0};
   mutable util::ShardedCounters counters_;
 };
 

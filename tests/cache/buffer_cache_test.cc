@@ -670,6 +670,7 @@ TEST_CASE("cache: every frame pinned -> ResourceExhausted, not a hang", "[cache]
   }
   absl::StatusOr<PageRef> r = c.Fetch(20, LatchMode::kShared);
   CHECK(absl::IsResourceExhausted(r.status()));
+  CHECK(Contains(r.status().message(), "16 frames (16 pinned, 0 dirty"));
   CHECK(absl::IsResourceExhausted(c.FetchNew(40).status()));
   // Resident pages are still reachable (a shared page can be fetched again).
   { PageRef again = VALUE_OR_FAIL(c.Fetch(3, LatchMode::kShared)); }
@@ -677,6 +678,42 @@ TEST_CASE("cache: every frame pinned -> ResourceExhausted, not a hang", "[cache]
   CHECK(ReadCheck(c, 20, 20) == "");
   held.clear();
   for (PageNo p = 2; p < 30; ++p) CHECK(ReadCheck(c, p, p) == "");
+}
+
+TEST_CASE("cache: an eviction waits for the frames another thread is writing instead of failing",
+          "[cache]") {
+  // Thread B flushes every frame of the cache in one batch, and its write stalls (a slow disk,
+  // or a presync): all frames are pinned for that write. Thread A misses meanwhile. Those pins
+  // come back without B waiting for anything A holds, so A must wait for them, not report
+  // "no evictable page" (the intermittent failure of the SIGKILL BLOB crash test in CI).
+  TestDb db(Opts(16), /*init_pip=*/false);
+  BufferCache& c = db.cache();
+  for (PageNo p = 2; p < 30; ++p) MakePage(c, p, p);
+  REQUIRE_OK(c.FlushAll());
+  for (PageNo p = 2; p < 18; ++p) RewritePage(c, p, 100 + p);  // all 16 frames dirty
+  REQUIRE(c.DirtyCount() == 16);
+  std::atomic<bool> a_done{false};
+  absl::Status a_status;
+  std::string a_check;
+  std::thread a;
+  db.file().SetWriteHookOnce([&] {
+    // Inside B's write: every frame is pinned by it. Start A and hold the write until A has
+    // found no victim and waited (or, without the wait, failed).
+    a = std::thread([&] {
+      absl::StatusOr<PageRef> r = c.Fetch(20, LatchMode::kShared);
+      a_status = r.status();
+      if (r.ok()) a_check = unit::CheckPage(r->data(), kPs, 20, 20);
+      a_done = true;
+    });
+    while (c.EvictionWaits() == 0 && !a_done) std::this_thread::yield();
+  });
+  REQUIRE_OK(c.FlushAll());  // thread B
+  a.join();
+  INFO(a_status.ToString());
+  CHECK(a_status.ok());
+  CHECK(a_check == "");
+  CHECK(c.EvictionWaits() > 0);
+  for (PageNo p = 2; p < 18; ++p) CHECK(ReadCheck(c, p, 100 + p) == "");
 }
 
 TEST_CASE("cache: when the disk fails and no frame can be evicted, the error is the disk's, "
