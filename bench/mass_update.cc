@@ -183,6 +183,7 @@ void Phase(benchmark::State& state, Config c, bool commit_series, std::string ph
     if (phase != "gc" && eb::Failed(state, Reach(c, &s, need), "prepare")) return;
     const ember::Counters before = s.db->stats().pages;
     const uint64_t gc_before = s.db->stats().gc_versions_removed;
+    const uint64_t faults_before = eb::MinorFaults();
     const auto t0 = Clock::now();
     absl::Status st;
     int64_t n = -1;
@@ -202,6 +203,7 @@ void Phase(benchmark::State& state, Config c, bool commit_series, std::string ph
     const double secs = Seconds(t0, Clock::now());
     if (eb::Failed(state, st, phase)) return;
     state.SetIterationTime(secs);
+    state.counters["minor_faults"] = static_cast<double>(eb::MinorFaults() - faults_before);
     eb::SetPageCounters(state, s.db->stats().pages - before);
     if (phase.rfind("update/", 0) == 0) {
       ++s.step;
