@@ -164,6 +164,7 @@ void Register(const std::string& name, int mode, const std::string& where, int64
 }
 
 void PrintSummary() {
+  if (g_results.empty()) return;  // nothing ran (a filter, or --benchmark_list_tests)
   std::FILE* out = eb::SummaryStream();
   std::fprintf(out, "\nBLOB temp space: %lld chunks of %lld bytes (b = Concat(b, piece))\n",
                static_cast<long long>(FLAGS_chunks.i64()),
