@@ -308,47 +308,40 @@ void PrintSummary(const std::vector<Config>& configs) {
     std::fprintf(out, "%-42s commit %8s   gc (count after) %8s\n", c.Name().c_str(),
                  cell(t(base + "commit")).c_str(), cell(t(base + "gc")).c_str());
   }
+  // One line of per-update ratios `num(k) / den(k)` for the updates both ran, if any.
+  auto ratios = [&](const std::string& label, int digits, const char* suffix, auto num, auto den) {
+    std::string line;
+    for (int k = 1; k <= 4; ++k) {
+      const double a = num(k), b = den(k);
+      if (a > 0 && b > 0) absl::StrAppendFormat(&line, " u%d %.*f%s", k, digits, a / b, suffix);
+    }
+    if (!line.empty()) std::fprintf(out, "%s:%s\n", label.c_str(), line.c_str());
+  };
+  auto update = [&](const Config& c) {
+    return [&t, name = c.Name()](int k) {
+      return t(absl::StrCat(name, "/series:rollback/update/", k));
+    };
+  };
   // Linearity: 1M against 100K, per update.
   for (const Config& c : configs) {
     if (c.rows != 1000000) continue;
     Config small = c;
     small.rows = 100000;
-    std::string line;
-    for (int k = 1; k <= 4; ++k) {
-      const std::string suffix = "/series:rollback/update/" + std::to_string(k);
-      const double a = t(c.Name() + suffix), b = t(small.Name() + suffix);
-      if (a > 0 && b > 0) absl::StrAppendFormat(&line, " u%d %.1fx", k, a / b);
-    }
-    if (!line.empty()) {
-      std::fprintf(out, "%s vs rows:100000 (target <= 11x):%s\n", c.Name().c_str(), line.c_str());
-    }
+    ratios(c.Name() + " vs rows:100000 (target <= 11x)", 1, "x", update(c), update(small));
   }
   // no_savepoint against savepoints.
   for (const Config& c : configs) {
     if (!c.no_savepoint) continue;
     Config sp = c;
     sp.no_savepoint = false;
-    std::string line;
-    for (int k = 1; k <= 4; ++k) {
-      const std::string suffix = "/series:rollback/update/" + std::to_string(k);
-      const double a = t(c.Name() + suffix), b = t(sp.Name() + suffix);
-      if (a > 0 && b > 0) absl::StrAppendFormat(&line, " u%d %.2f", k, a / b);
-    }
-    if (!line.empty()) std::fprintf(out, "%s / no_savepoint:0:%s\n", c.Name().c_str(), line.c_str());
+    ratios(c.Name() + " / no_savepoint:0", 2, "", update(c), update(sp));
   }
   // Firebird 3.0 (its figures are for page size 8192 with the index on VAL).
   for (const Config& c : configs) {
     auto fb = kFirebird.find(c.rows);
     if (fb == kFirebird.end() || !c.index) continue;
-    std::string line;
-    for (int k = 1; k <= 4; ++k) {
-      const double a = t(c.Name() + "/series:rollback/update/" + std::to_string(k));
-      if (a > 0) absl::StrAppendFormat(&line, " u%d %.1fx", k, fb->second[k - 1] / a);
-    }
-    if (!line.empty()) {
-      std::fprintf(out, "%s: Firebird 3.0 time / EmberDB time (target >= 5):%s\n",
-                   c.Name().c_str(), line.c_str());
-    }
+    ratios(c.Name() + ": Firebird 3.0 time / EmberDB time (target >= 5)", 1, "x",
+           [&](int k) { return fb->second[k - 1]; }, update(c));
   }
 }
 

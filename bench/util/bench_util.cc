@@ -5,7 +5,6 @@
 
 #include <sqlite3.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 
@@ -15,11 +14,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/util/large_alloc.h"
 
 namespace ember::bench {
 
@@ -178,16 +179,19 @@ bool CreateDirs() {
   return true;
 }
 
-// Touches `bytes` of fresh memory as the engine's large buffers get it (huge-page candidates,
-// util/large_alloc.cc), then frees it: the kernel hands the same, already-backed pages to the
-// next large allocations.
-void Prefault(size_t bytes) {
-  if (bytes == 0) return;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return;
-  (void)madvise(p, bytes, MADV_HUGEPAGE);
-  std::memset(p, 1, bytes);
-  munmap(p, bytes);
+// Touches `bytes` of fresh memory the way the engine's large buffers get it (util::LargeAlloc),
+// then frees it: the kernel hands the same, already-backed pages to the next large allocations.
+bool Prefault(size_t bytes) {
+  if (bytes == 0) return true;
+  try {
+    void* p = util::LargeAlloc(bytes, 4096);
+    std::memset(p, 1, bytes);
+    util::LargeFree(p, bytes, 4096);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "bench: --prefault_mb: cannot allocate %zu bytes\n", bytes);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -256,8 +260,7 @@ bool Init(int* argc, char** argv) {
   }
   if (!CreateDirs()) return false;
   AddMachineContext();
-  Prefault(static_cast<size_t>(FLAGS_prefault_mb.i64()) << 20);
-  return true;
+  return Prefault(static_cast<size_t>(FLAGS_prefault_mb.i64()) << 20);
 }
 
 void Finish() {

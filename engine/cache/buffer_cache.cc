@@ -6,10 +6,10 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <chrono>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
@@ -277,7 +277,7 @@ absl::StatusOr<PageRef> BufferCache::FetchNew(PageNo no, NewPage kind) {
   }
 }
 
-absl::StatusOr<Frame*> BufferCache::ClaimVictim(bool take_dirty) {
+Frame* BufferCache::ClaimVictim(bool take_dirty) {
   // Two passes of the clock: the first honours reference bits. A dirty frame is a victim only
   // with `take_dirty` and when it may be written now, so evicting never breaks precedence.
   const uint32_t n = opts_.capacity;
@@ -303,7 +303,7 @@ absl::StatusOr<Frame*> BufferCache::ClaimVictim(bool take_dirty) {
     }
     return f;
   }
-  return absl::ResourceExhaustedError("no victim");  // ClaimFor says why (NoVictimError)
+  return nullptr;
 }
 
 absl::Status BufferCache::NoVictimError() const {
@@ -334,21 +334,17 @@ absl::Status BufferCache::WriteClaimed(Frame* f) {
 }
 
 absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no, bool clean_only) {
-  Frame* f;
+  Frame* f = nullptr;
   absl::Status clean_error;  // why cleaning failed: the real cause when no victim is left
   for (int attempt = 0;;) {
-    absl::StatusOr<Frame*> v;
     {
       std::lock_guard<std::mutex> g(miss_mu_);
       if (Lookup(no)) return absl::AbortedError("raced");
       // Clean victims first; a dirty one is written alone, so only once batch cleaning failed.
-      v = ClaimVictim(/*take_dirty=*/!clean_only && attempt >= 2);
+      f = ClaimVictim(/*take_dirty=*/!clean_only && attempt >= 2);
     }
-    if (v.ok()) {
-      f = *v;
-      break;
-    }
-    if (clean_only) return v.status();
+    if (f != nullptr) break;
+    if (clean_only) return absl::ResourceExhaustedError("buffer cache: no clean frame");
     if (attempt >= kQuickClaims) {
       if (!clean_error.ok()) return clean_error;
       // Frames other threads hold for a read or a write come back without those threads

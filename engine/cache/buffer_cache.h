@@ -186,9 +186,9 @@ class BufferCache {
   absl::StatusOr<Frame*> ClaimFor(PageNo no, bool clean_only);
   // Undoes ClaimFor after its read failed: unmapped, unlatched, unpinned.
   void AbandonLoad(Frame* f, PageNo no);
-  // A victim frame, claimed. Dirty frames qualify only with `take_dirty` and when they may be
-  // written now (WriteClaimed then writes them).
-  absl::StatusOr<Frame*> ClaimVictim(bool take_dirty);
+  // A victim frame, claimed, or null when there is none. Dirty frames qualify only with
+  // `take_dirty` and when they may be written now (WriteClaimed then writes them).
+  Frame* ClaimVictim(bool take_dirty);
   // Tries of ClaimFor (cleaning between them) before it waits for other threads' I/O or fails.
   static constexpr int kQuickClaims = 16;
   // ResourceExhausted saying what holds the frames (pinned, dirty and waiting).
