@@ -92,10 +92,20 @@ struct BufferCache::Batch {
     uint64_t seq;  // mod_seq of the copy
     bool own;      // the caller's latched page or a claimed victim: no pin of ours to drop
     std::unique_ptr<uint8_t[]> bytes;  // null: nothing to write (clean by the time it was seen)
+    bool fresh = false;   // first write since allocation: no protection copy needed
+    uint64_t epoch = 0;   // set by the write: the write epoch that tracks its durability
+    // Its home write failed after its doublewrite copy was synced: this version is durable (the
+    // copy is what recovery applies) but the page must be written home again.
+    bool copy_only = false;
+    bool done = false;  // written home, or copy_only
   };
   std::vector<Item> items;
   absl::flat_hash_map<const Frame*, uint64_t> copied;  // frame -> mod_seq of its copy here
   uint64_t sync_epoch = 0;  // this write epoch must be durable before the batch goes out
+  // Durability is the goal (a commit or close flush), not a clean frame (eviction): a page
+  // whose home write failed after its copy was synced counts as written (see copy_only).
+  bool durable_enough = false;
+  absl::Status home_error;  // a home write that failed after the copies were synced
 };
 
 // ---------------------------------------------------------------- PageRef
@@ -622,6 +632,7 @@ bool BufferCache::AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& b
       }
       batch.sync_epoch = std::max(batch.sync_epoch, sync_epoch);
       item.seq = f->mod_seq;
+      item.fresh = f->fresh;
       item.bytes = TakeCopyBuffer();
       std::memcpy(item.bytes.get(), f->data, ps);
       page::SealPage(item.bytes.get(), ps);
@@ -634,35 +645,41 @@ bool BufferCache::AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& b
 }
 
 absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
-  const uint32_t ps = opts_.page_size;
-  std::vector<io::WriteRequest> reqs;
-  for (const Batch::Item& it : batch.items) {
-    if (it.bytes) reqs.push_back({uint64_t{it.no} * ps, it.bytes.get(), ps});
+  std::vector<size_t> all;
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    if (batch.items[i].bytes) all.push_back(i);
   }
   absl::Status s;
-  uint64_t epoch = 0;
-  if (!reqs.empty()) {
+  if (!all.empty()) {
     if (opts_.forced_writes && batch.sync_epoch != 0 && !Durable(batch.sync_epoch)) {
       s = SyncFile();
     }
-    if (s.ok()) s = file_->WriteBatch(reqs);
+    if (s.ok()) s = dw_ ? WriteProtected(batch) : WriteHome(all, batch);
+    if (s.ok() && !batch.home_error.ok()) {
+      // Pages left unwritten, or a caller that needs clean frames: the write failed.
+      const bool all_done = std::all_of(all.begin(), all.end(),
+                                        [&](size_t i) { return batch.items[i].done; });
+      if (!all_done || !batch.durable_enough) s = batch.home_error;
+    }
     if (s.ok()) {
-      epoch = write_epoch_.load();  // after the writes completed (see SyncFile)
-      AtomicMax(last_write_epoch_, epoch);
-      if (epoch_out) *epoch_out = std::max(*epoch_out, epoch);
-      util::Count(counters_, util::Counter::kWrites, reqs.size());
+      for (size_t i : all) {
+        const uint64_t epoch = batch.items[i].epoch;
+        AtomicMax(last_write_epoch_, epoch);
+        if (epoch_out) *epoch_out = std::max(*epoch_out, epoch);
+      }
+      util::Count(counters_, util::Counter::kWrites, all.size());
     }
   }
   for (Batch::Item& it : batch.items) {
     if (s.ok() && it.bytes) {
       std::lock_guard<std::mutex> g(it.f->meta);
-      it.f->written_epoch.store(epoch, std::memory_order_release);
+      it.f->written_epoch.store(it.epoch, std::memory_order_release);
       if (it.f->written_seq.load(std::memory_order_relaxed) < it.seq) {
         it.f->written_seq.store(it.seq, std::memory_order_release);
       }
       it.f->fresh = false;  // on disk now: a page written later may link to it
-      // Clean only if unchanged since the copy.
-      if (it.f->mod_seq == it.seq) {
+      // Clean only if unchanged since the copy (and written home).
+      if (it.f->mod_seq == it.seq && !it.copy_only) {
         it.f->txn_mask = 0;
         it.f->prereqs.clear();
         it.f->dirty.store(false, std::memory_order_release);
@@ -678,7 +695,94 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
   batch.items.clear();
   batch.copied.clear();
   batch.sync_epoch = 0;
+  batch.home_error = absl::OkStatus();
   return s;
+}
+
+absl::Status BufferCache::WriteHome(std::span<const size_t> items, Batch& batch) {
+  const uint32_t ps = opts_.page_size;
+  std::vector<io::WriteRequest> reqs;
+  reqs.reserve(items.size());
+  for (size_t i : items) {
+    const Batch::Item& it = batch.items[i];
+    reqs.push_back({uint64_t{it.no} * ps, it.bytes.get(), ps});
+  }
+  absl::Status s = file_->WriteBatch(reqs);
+  const uint64_t epoch = write_epoch_.load();  // after the writes completed (see SyncFile)
+  for (size_t i : items) {
+    batch.items[i].epoch = epoch;
+    batch.items[i].done = s.ok();
+  }
+  return s;
+}
+
+absl::Status BufferCache::WriteProtected(Batch& batch) {
+  // Pages written in place first, fresh ones last: a fresh page may follow a prerequisite in the
+  // same batch, and this keeps it after that page's home write.
+  std::vector<size_t> order;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < batch.items.size(); ++i) {
+      const Batch::Item& it = batch.items[i];
+      if (it.bytes && it.fresh == (pass == 1)) order.push_back(i);
+    }
+  }
+  const size_t chunk = dw_->max_items();
+  std::vector<Doublewrite::Item> dw;
+  std::vector<PageNo> copied;
+  for (size_t at = 0; at < order.size(); at += chunk) {
+    const std::span<const size_t> part =
+        std::span<const size_t>(order).subspan(at, std::min(chunk, order.size() - at));
+    dw.clear();
+    copied.clear();
+    for (size_t i : part) {
+      const Batch::Item& it = batch.items[i];
+      if (!it.fresh) {
+        dw.push_back({it.no, it.bytes.get()});
+        copied.push_back(it.no);
+      } else if (dw_->HasRecord(it.no)) {
+        dw.push_back({it.no, nullptr});  // void an older copy of the page's number
+      }
+    }
+    uint64_t durable = 0;
+    std::optional<uint64_t> seq;
+    if (!dw.empty()) {
+      absl::StatusOr<uint64_t> r = dw_->Protect(dw, &durable);
+      if (!r.ok()) return r.status();
+      seq = *r;
+      util::Count(counters_, util::Counter::kDwWrites, copied.size() + 1);
+    }
+    absl::Status s = WriteHome(part, batch);
+    if (seq) dw_->HomeWritten(*seq, batch.items[part.front()].epoch, s, copied);
+    if (!s.ok() && (durable == 0 || copied.size() < part.size())) return s;
+    // A page with a durable copy is durable: it needs no sync after its home write, and if the
+    // home write failed, recovery puts the copy there.
+    if (durable != 0) {
+      for (size_t i : part) {
+        batch.items[i].epoch = durable;
+        batch.items[i].copy_only = !s.ok();
+        batch.items[i].done = true;
+      }
+    }
+    if (!s.ok()) {
+      batch.home_error = s;
+      return absl::OkStatus();  // later chunks: the disk is failing; they stay dirty
+    }
+  }
+  return absl::OkStatus();
+}
+
+void BufferCache::EnableDoublewrite(const DwRecovery& start) {
+  DwHooks hooks;
+  hooks.sync = [this](uint64_t* epoch) { return SyncFile(epoch); };
+  hooks.durable = [this](uint64_t epoch) { return Durable(epoch); };
+  dw_ = std::make_unique<Doublewrite>(file_, opts_.page_size, start, std::move(hooks),
+                                      opts_.forced_writes);
+}
+
+absl::Status BufferCache::RetireDoublewrite() {
+  if (!dw_) return absl::OkStatus();
+  if (absl::Status s = SyncFile(); !s.ok()) return s;
+  return dw_->RetireAll();
 }
 
 absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, FlushMode mode) {
@@ -751,7 +855,7 @@ absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, Flush
   return absl::OkStatus();
 }
 
-absl::Status BufferCache::SyncFile() {
+absl::Status BufferCache::SyncFile(uint64_t* synced) {
   // Every write that completed before this increment read an epoch <= e (writers read the epoch
   // after their write completes), so this sync covers every write of epoch e and before.
   const uint64_t e = write_epoch_.fetch_add(1);
@@ -759,6 +863,7 @@ absl::Status BufferCache::SyncFile() {
   absl::Status s = file_->Sync();
   if (s.ok()) {
     AtomicMax(durable_epoch_, e);
+    if (synced) *synced = e;
   } else {
     sync_failures_.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -775,6 +880,7 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, 
                                       std::vector<Frame*>* later) {
   const bool evict = mode == FlushMode::kEvict;
   Batch batch;
+  batch.durable_enough = !evict;
   absl::Status first_error;
   uint64_t written = 0;  // newest write epoch of this call's writes
   auto submit = [&]() {

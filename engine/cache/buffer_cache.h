@@ -49,6 +49,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/cache/doublewrite.h"
 #include "engine/io/file.h"
 #include "engine/page/page.h"
 #include "engine/util/counters.h"
@@ -145,6 +146,13 @@ class BufferCache {
   static constexpr size_t kMaxPrefetch = 32;
   // Writes every dirty page.
   absl::Status FlushAll();
+  // Torn-page protection (doublewrite.h): from now on every page written in place is copied into
+  // the doublewrite area first. `start` is what RecoverDoublewrite found at open. Call before
+  // any write.
+  void EnableDoublewrite(const DwRecovery& start);
+  // At a clean close, after FlushAll: syncs and voids the area's records, so that the next open
+  // finds nothing to apply.
+  absl::Status RetireDoublewrite();
   // Forgets every cached page without writing (after a simulated crash, or on close after a
   // failed flush). REQUIRES: nothing pinned.
   void DiscardAll();
@@ -228,7 +236,13 @@ class BufferCache {
   absl::Status WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels,
                            Frame* held, FlushMode mode, bool force, std::vector<Frame*>* later);
   // file_->Sync(), advancing the write epoch first.
-  absl::Status SyncFile();
+  // *synced (if given): a write epoch that every write completed before the call belongs to,
+  // durable once it returns OK.
+  absl::Status SyncFile(uint64_t* synced = nullptr);
+  // Writes the batch's copies home (WriteBatch), setting each item's epoch.
+  absl::Status WriteHome(std::span<const size_t> items, Batch& batch);
+  // The same with torn-page protection: copies into the doublewrite area first.
+  absl::Status WriteProtected(Batch& batch);
   absl::Status FlushSet(std::vector<Frame*> roots, Frame* held,
                         FlushMode mode = FlushMode::kDurable);
   // Writes the oldest dirty, unpinned pages (a quarter of the cache) with their prerequisites so
@@ -242,6 +256,7 @@ class BufferCache {
   std::unique_ptr<uint8_t[], FrameArenaFree> arena_;
   std::vector<std::unique_ptr<Frame>> frames_;
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> table_;  // chunk pointers
+  std::unique_ptr<Doublewrite> dw_;  // null: no torn-page protection
   std::mutex miss_mu_;                                              // misses, eviction, mapping
   uint32_t clock_hand_ = 0;                                         // guarded by miss_mu_
   // Modification sequence numbers: every Mark takes the next one.

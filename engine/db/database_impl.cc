@@ -8,6 +8,7 @@
 #include "engine/db/db_state.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/db/transaction_impl.h"
+#include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
 #include "engine/record/record_format.h"
 #include "engine/util/coding.h"
@@ -179,6 +180,10 @@ absl::Status DatabaseImpl::CreateNew() {
   const uint32_t ps = options_.page_size;
   cache::CacheOptions co{ps, options_.cache_pages, options_.forced_writes};
   cache_ = std::make_unique<cache::BufferCache>(file_.get(), co);
+  // The doublewrite area must read back as zeros (no records) until it is written.
+  const page::PageNo first_free = page::DoublewriteEnd(ps);
+  if (absl::Status s = file_->Allocate(uint64_t{first_free} * ps); !s.ok()) return s;
+  if (options_.doublewrite) cache_->EnableDoublewrite(cache::DwRecovery{});
   // Page 0 (header) and page 1 (first PIP) by hand; everything else through the allocator.
   {
     absl::StatusOr<cache::PageRef> pip = cache_->FetchNew(1);
@@ -186,7 +191,7 @@ absl::Status DatabaseImpl::CreateNew() {
     page::InitPip(pip->data(), ps, 1, 0);
     pip->Mark(0);
   }
-  space_ = std::make_unique<cache::PageSpace>(cache_.get(), 2);
+  space_ = std::make_unique<cache::PageSpace>(cache_.get(), first_free);
   txns_ = std::make_unique<txn::TxnManager>(cache_.get(), space_.get(),
                                             [this](uint64_t n) { return PersistNext(n); });
   absl::StatusOr<page::PageNo> tip = txns_->CreateInitial();
@@ -200,6 +205,8 @@ absl::Status DatabaseImpl::CreateNew() {
     header_.first_tip = *tip;
     header_.catalog_pp = *cat;
     header_.create_time_us = NowMicros();
+    header_.dw_first = page::kDoublewriteFirst;
+    header_.dw_slots = page::DoublewriteSlots(ps);
   }
   catalog_ = std::make_unique<record::Relation>(cache_.get(), space_.get(), txns_.get(), 0, *cat);
   if (absl::Status s = catalog_->Load(); !s.ok()) return s;
@@ -223,13 +230,32 @@ absl::Status DatabaseImpl::OpenExisting() {
     return s;
   }
   options_.page_size = ps;
+  // Before anything reads a page: repair what a crash tore (the header page too; its first
+  // 4 KiB, read above, hold only fields that never change).
+  absl::StatusOr<cache::DwRecovery> dw = cache::RecoverDoublewrite(file_.get(), ps);
+  if (!dw.ok()) return dw.status();
+  for (const cache::DwRecovery::Repaired& r : dw->repaired) {
+    repaired_pages_.push_back(r.page);
+    if (r.torn) ++torn_pages_repaired_;
+  }
+  size = file_->Size();  // a repair may have written past the old end
+  if (!size.ok()) return size.status();
   cache::CacheOptions co{ps, options_.cache_pages, options_.forced_writes};
   cache_ = std::make_unique<cache::BufferCache>(file_.get(), co);
+  if (options_.doublewrite) cache_->EnableDoublewrite(*dw);
   {
     std::lock_guard<std::mutex> g(header_mu_);  // before the latch, as in WriteHeader
     absl::StatusOr<cache::PageRef> h = cache_->Fetch(0, LatchMode::kShared);
     if (!h.ok()) return h.status();
     if (absl::Status s = page::ReadHeader(h->data(), &header_, path); !s.ok()) return s;
+  }
+  if (header_.dw_first != page::kDoublewriteFirst ||
+      header_.dw_slots != page::DoublewriteSlots(ps)) {
+    return absl::DataLossError(absl::StrCat(path, ": header names a doublewrite area of ",
+                                            header_.dw_slots, " pages at page ", header_.dw_first,
+                                            "; format ", page::kFormatVersion, " has ",
+                                            page::DoublewriteSlots(ps), " at page ",
+                                            page::kDoublewriteFirst));
   }
   if (*size % ps != 0) {
     // A torn extension at the end: whole pages before it are what counts.
@@ -305,6 +331,7 @@ absl::Status DatabaseImpl::Close() {
   if (!open_.exchange(false)) return absl::OkStatus();
   absl::Status s = cache_->FlushAll();
   if (s.ok()) s = WriteHeader(/*clean=*/true);
+  if (s.ok()) s = cache_->RetireDoublewrite();
   if (s.ok()) s = file_->Sync();
   if (!s.ok()) cache_->DiscardAll();
   return s;
@@ -577,7 +604,8 @@ std::vector<std::string> DatabaseImpl::TableNames() {
 DatabaseStats DatabaseImpl::stats() {
   DatabaseStats s;
   util::PageCounters c = cache_->counters();
-  s.pages = {c.fetches, c.marks, c.reads, c.writes};
+  s.pages = {c.fetches, c.marks, c.reads, c.writes,
+               c.dw_writes};
   txn::TxnCounters t = txns_->counters();
   s.next_transaction = t.next;
   s.oldest_interesting = t.oit;
@@ -586,6 +614,8 @@ DatabaseStats DatabaseImpl::stats() {
   s.commits = t.commits;
   s.group_commit_flushes = t.group_flushes;
   s.page_count = space_->page_count();
+  s.pages_repaired_at_open = repaired_pages_.size();
+  s.torn_pages_repaired_at_open = torn_pages_repaired_;
   io::TempSpaceStats ts = temp_->stats();
   s.temp_bytes_in_memory = ts.bytes_in_memory;
   s.temp_bytes_on_disk = ts.bytes_on_disk;

@@ -199,6 +199,9 @@ class DatabaseImpl : public Database {
 
   std::atomic<bool> open_{false};
   std::atomic<int> active_txns_{0};
+  // What the doublewrite recovery at open rewrote (set before the database is shared).
+  std::vector<uint32_t> repaired_pages_;
+  uint64_t torn_pages_repaired_ = 0;
 };
 
 }  // namespace db

@@ -77,6 +77,9 @@ absl::StatusOr<Options> Options::FromConfigText(std::string_view text_in,
     else if (name == "forcedwrites") {
       if (!ParseBool(value, &b)) s = bad("expected a boolean");
       o.forced_writes = b;
+    } else if (name == "doublewrite") {
+      if (!ParseBool(value, &b)) s = bad("expected a boolean");
+      o.doublewrite = b;
     } else if (name == "nosavepoint") {
       if (!ParseBool(value, &b)) s = bad("expected a boolean");
       o.no_savepoint = b;

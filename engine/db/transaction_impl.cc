@@ -119,7 +119,9 @@ bool SameKeyValue(const Value& a, const Value& b) {
 }
 IndexState* StateOf(const Index& ix) { return IndexState::From(ix); }
 
-Counters ToCounters(const util::PageCounters& c) { return {c.fetches, c.marks, c.reads, c.writes}; }
+Counters ToCounters(const util::PageCounters& c) {
+  return {c.fetches, c.marks, c.reads, c.writes, c.dw_writes};
+}
 }  // namespace
 
 

@@ -8,6 +8,7 @@
 #include "engine/db/db_state.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/page/blob_page.h"
+#include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
 #include "engine/util/coding.h"
 #include "engine/page/tip.h"
@@ -21,6 +22,7 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
   std::unique_lock<std::mutex> pause;
   if (gc_) pause = gc_->Pause();
   ValidationReport rep;
+  rep.repaired_pages = repaired_pages_;
   std::vector<page::PageNo> pages{0};
   const uint32_t ps = options_.page_size;
   const uint32_t page_count = space_->page_count();
@@ -135,7 +137,7 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
     if (!free.ok()) return free.status();
     if (*free) rep.errors.push_back(absl::StrCat("page ", p, " is in use but free in its PIP"));
   }
-  for (page::PageNo p = 2; p < page_count; ++p) {
+  for (page::PageNo p = page::DoublewriteEnd(ps); p < page_count; ++p) {
     if (used.contains(p)) continue;
     absl::StatusOr<bool> free = space_->IsFree(p);
     if (!free.ok()) return free.status();

@@ -14,9 +14,10 @@ namespace {
 // Field offsets, as documented in header_page.h.
 constexpr size_t kMagicOff = 16, kVersionOff = 24, kPageSizeOff = 28, kNextTxnOff = 32,
                  kOitOff = 40, kOatOff = 48, kOstOff = 56, kPageCountOff = 64, kFirstTipOff = 68,
-                 kCatalogPpOff = 72, kFlagsOff = 76, kCreateTimeOff = 80, kHeaderEnd = 88;
+                 kCatalogPpOff = 72, kFlagsOff = 76, kCreateTimeOff = 80, kDwFirstOff = 88,
+                 kDwSlotsOff = 92, kHeaderEnd = 96;
 static_assert(kMagicOff == kPageHeaderSize);
-static_assert(kMagicOff + 8 == kVersionOff && kCreateTimeOff + 8 == kHeaderEnd);
+static_assert(kMagicOff + 8 == kVersionOff && kDwSlotsOff + 4 == kHeaderEnd);
 static_assert(kMagic.size() == 8);
 static_assert(kHeaderEnd <= kMinPageSize);
 
@@ -64,6 +65,8 @@ void WriteHeader(uint8_t* page, const HeaderFields& h) {
   util::Put32(page + kCatalogPpOff, h.catalog_pp);
   util::Put32(page + kFlagsOff, h.flags);
   util::Put64(page + kCreateTimeOff, h.create_time_us);
+  util::Put32(page + kDwFirstOff, h.dw_first);
+  util::Put32(page + kDwSlotsOff, h.dw_slots);
 }
 
 absl::Status ReadHeader(const uint8_t* page, HeaderFields* h, const char* file_for_errors) {
@@ -79,6 +82,8 @@ absl::Status ReadHeader(const uint8_t* page, HeaderFields* h, const char* file_f
   h->catalog_pp = util::Get32(page + kCatalogPpOff);
   h->flags = util::Get32(page + kFlagsOff);
   h->create_time_us = util::Get64(page + kCreateTimeOff);
+  h->dw_first = util::Get32(page + kDwFirstOff);
+  h->dw_slots = util::Get32(page + kDwSlotsOff);
   return absl::OkStatus();
 }
 

@@ -15,7 +15,9 @@
 //   72     4    catalog_pp      first pointer page of the catalog relation
 //   76     4    flags           bit 0: clean shutdown
 //   80     8    create_time_us  microseconds since the epoch
-//   88          (end of used area)
+//   88     4    dw_first        first page of the doublewrite area (doublewrite_page.h)
+//   92     4    dw_slots        pages in the doublewrite area
+//   96          (end of used area)
 #pragma once
 #include <cstdint>
 #include <string_view>
@@ -27,7 +29,8 @@ namespace ember::page {
 
 // 2: B-tree pages gained the restart array. 3: variable-length record headers. 4: varint B-tree
 // entries. 5: index entries end with a variable-length record number, and leaves store value 0.
-constexpr uint32_t kFormatVersion = 5;
+// 6: the doublewrite area after PIP 0 (torn-page protection), named in the header.
+constexpr uint32_t kFormatVersion = 6;
 constexpr std::string_view kMagic{"EMBERDB\0", 8};
 
 struct HeaderFields {
@@ -40,6 +43,8 @@ struct HeaderFields {
   PageNo catalog_pp = kNoPage;
   uint32_t flags = 0;
   uint64_t create_time_us = 0;
+  PageNo dw_first = 0;
+  uint32_t dw_slots = 0;
 };
 constexpr uint32_t kHeaderFlagCleanShutdown = 1;
 

@@ -21,7 +21,7 @@ static_assert(kMaxPageSize <= 0xFFFF);
 
 namespace {
 
-constexpr PageType kLastPageType = PageType::kBlob;
+constexpr PageType kLastPageType = PageType::kDoublewrite;
 
 bool AllZero(const uint8_t* p, size_t n) {
   // Page sizes are multiples of 8; compare a word at a time.
@@ -49,6 +49,7 @@ const char* PageTypeName(PageType t) {
     case PageType::kIndexRoot: return "index_root";
     case PageType::kBtree: return "btree";
     case PageType::kBlob: return "blob";
+    case PageType::kDoublewrite: return "doublewrite";
   }
   return "unknown";
 }

@@ -30,6 +30,7 @@ enum class PageType : uint8_t {
   kIndexRoot = 6,
   kBtree = 7,
   kBlob = 8,
+  kDoublewrite = 9,  // a record page of the doublewrite area (doublewrite_page.h)
 };
 const char* PageTypeName(PageType t);
 

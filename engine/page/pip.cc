@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "engine/page/doublewrite_page.h"
 #include "engine/util/coding.h"
 
 namespace ember::page {
@@ -44,9 +45,11 @@ void InitPip(uint8_t* page, uint32_t page_size, PageNo pip_no, PageNo first_page
   std::memset(page + kPipBitmapOffset, 0xFF, page_size - kPipBitmapOffset);
   if (auto i = BitIndex(page, page_size, pip_no)) SetBit(page, *i, false);
   if (first_page == 0) {
-    // Page 0 (the header) is never allocatable; page 1 is PIP 0 itself.
+    // Page 0 (the header) is never allocatable; page 1 is PIP 0 itself; the doublewrite area
+    // follows.
     SetBit(page, 0, false);
     SetBit(page, 1, false);
+    for (PageNo p = kDoublewriteFirst; p < DoublewriteEnd(page_size); ++p) SetBit(page, p, false);
   }
   SetMinFree(page, 0);
   // Settle the hint now so the stored page already says where the first free page is.

@@ -10,19 +10,24 @@
 
 namespace ember::util {
 
+// dw_writes: pages written into the doublewrite area (torn-page protection copies and their
+// record pages), counted apart from `writes` (pages written home).
 struct PageCounters {
-  uint64_t fetches = 0, marks = 0, reads = 0, writes = 0;
+  uint64_t fetches = 0, marks = 0, reads = 0, writes = 0, dw_writes = 0;
   PageCounters& operator+=(const PageCounters& o) {
     fetches += o.fetches; marks += o.marks; reads += o.reads; writes += o.writes;
+    dw_writes += o.dw_writes;
     return *this;
   }
   friend PageCounters operator-(PageCounters a, const PageCounters& b) {
     a.fetches -= b.fetches; a.marks -= b.marks; a.reads -= b.reads; a.writes -= b.writes;
+    a.dw_writes -= b.dw_writes;
     return a;
   }
 };
 
-enum class Counter { kFetches, kMarks, kReads, kWrites };
+enum class Counter { kFetches, kMarks, kReads, kWrites, kDwWrites };
+constexpr int kCounterKinds = 5;
 
 // Database-wide totals: one shard per thread slot, each on its own cache line.
 class ShardedCounters {
@@ -44,7 +49,7 @@ class ShardedCounters {
   // and mark).
   static inline thread_local int tls_shard_ = -1;
   struct alignas(64) Shard {
-    std::array<std::atomic<uint64_t>, 4> v{};
+    std::array<std::atomic<uint64_t>, kCounterKinds> v{};
   };
   std::array<Shard, kShards> shards_{};
 };
@@ -82,6 +87,7 @@ inline void Count(ShardedCounters& db, Counter c, uint64_t n = 1) {
       case Counter::kMarks: p->marks += n; break;
       case Counter::kReads: p->reads += n; break;
       case Counter::kWrites: p->writes += n; break;
+      case Counter::kDwWrites: p->dw_writes += n; break;
     }
   };
   bump(s.txn);

@@ -34,6 +34,9 @@ struct ValidationReport {
   std::vector<uint64_t> orphan_blobs;
   uint64_t freed_pages = 0;       // unreachable pages freed (free_unreachable)
   uint64_t freed_blob_pages = 0;  // pages of orphan BLOBs freed (free_unreachable)
+  // Pages the open rewrote from their doublewrite copies after a crash (torn, or older than
+  // the copy), in page order. Repaired pages are whole again; this is not an error.
+  std::vector<uint32_t> repaired_pages;
   bool ok() const { return errors.empty(); }
 };
 

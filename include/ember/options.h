@@ -20,6 +20,13 @@ struct Options {
   uint32_t cache_pages = 2048;      // DefaultDbCachePages: buffer cache size in pages (>= 16)
   bool forced_writes = true;        // ForcedWrites: fsync at commit (off: the OS decides)
   bool use_io_uring = true;         // batch page writes through io_uring when available
+  // Doublewrite: torn-page protection. A page overwritten in place is first copied into the
+  // doublewrite area of the file (synced with forced writes), so a write torn by a crash or a
+  // power loss is repaired at the next open. Turn off only on a file system that writes a whole
+  // page atomically (ZFS, btrfs with data checksums, a device with atomic 8 KiB writes): then a
+  // torn page cannot happen and the copies only cost writes. Off or on, open repairs what an
+  // earlier session protected.
+  bool doublewrite = true;
   // --- temp space (used by later layers: undo-log overflow, temporary BLOBs, sorts)
   std::vector<std::string> temp_directories;  // TempDirectories; EMBER_TMP overrides; default /tmp
   uint64_t temp_cache_limit = 64ull << 20;    // TempCacheLimit in bytes

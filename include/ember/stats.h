@@ -8,7 +8,10 @@ struct Counters {
   uint64_t fetches = 0;  // logical page fetches (a page pinned in the cache)
   uint64_t marks = 0;    // times a page was marked dirty
   uint64_t reads = 0;    // physical page reads
-  uint64_t writes = 0;   // physical page writes
+  uint64_t writes = 0;   // physical page writes (pages written home)
+  // Pages written into the doublewrite area: copies that protect pages from torn writes, and
+  // the record pages that list them (Options::doublewrite). Add to `writes` for the total.
+  uint64_t dw_writes = 0;
 };
 
 struct DatabaseStats {
@@ -18,6 +21,10 @@ struct DatabaseStats {
   uint64_t oldest_active = 0;       // OAT
   uint64_t oldest_snapshot = 0;     // OST
   uint64_t page_count = 0;
+  // Torn-page protection at the last open: pages rewritten from the doublewrite area, and how
+  // many of them were torn (the rest were valid but older than their copy: a lost write).
+  uint64_t pages_repaired_at_open = 0;
+  uint64_t torn_pages_repaired_at_open = 0;
   uint64_t commits = 0;
   uint64_t group_commit_flushes = 0;  // flush+fsync rounds; < commits when commits were grouped
   uint64_t temp_bytes_in_memory = 0;  // temp space held in memory

@@ -18,6 +18,7 @@
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
 #include "engine/io/fault_file.h"
+#include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
 #include "engine/util/counters.h"
 #include "tests/cache/cache_test_util.h"
@@ -1024,9 +1025,10 @@ TEST_CASE("page space: allocation goes on past the first PIP", "[cache]") {
   PageSpace space(&c, 2);
   constexpr uint32_t kPer = page::PagesPerPip(kPs);
   static_assert(kPer == 32512);
-  // PIP 0 covers pages [0, 32512): pages 0 and 1 are taken, so 32510 allocations fill it.
-  PageNo expect = 2;
-  for (uint32_t i = 0; i < kPer - 2; ++i, ++expect) {
+  // PIP 0 covers pages [0, 32512): pages 0 and 1 and the doublewrite area are taken.
+  constexpr PageNo kFirstFree = page::DoublewriteEnd(kPs);
+  PageNo expect = kFirstFree;
+  for (uint32_t i = 0; i < kPer - kFirstFree; ++i, ++expect) {
     absl::StatusOr<PageRef> r = space.Allocate(1);
     if (!r.ok() || r->page_no() != expect) {
       FAIL("allocation " << i << ": " << (r.ok() ? std::to_string(r->page_no())

@@ -12,6 +12,7 @@
 
 #include "ember/ember.h"
 #include "engine/page/data_page.h"
+#include "engine/page/doublewrite_page.h"
 #include "engine/page/page.h"
 #include "tests/db/db_test_util.h"
 
@@ -253,7 +254,7 @@ TEST_CASE("a truncated database is an error, not a crash", "[db]") {
 // The page numbers of the data pages of relation `relation_id` in a closed database file.
 std::vector<uint32_t> DataPagesOf(const std::string& bytes, uint32_t ps, uint32_t relation_id) {
   std::vector<uint32_t> out;
-  for (uint32_t p = 3; (p + 1) * size_t{ps} <= bytes.size(); ++p) {
+  for (uint32_t p = page::DoublewriteEnd(ps); (p + 1) * size_t{ps} <= bytes.size(); ++p) {
     const auto* d = reinterpret_cast<const uint8_t*>(bytes.data()) + size_t{p} * ps;
     if (page::GetType(d) == page::PageType::kData && page::DpRelation(d) == relation_id &&
         page::DpLineCount(d) > 0) {

@@ -17,6 +17,7 @@
 
 #include "ember/ember.h"
 #include "engine/page/data_page.h"
+#include "engine/page/doublewrite_page.h"
 #include "tests/db/db_test_util.h"
 
 namespace ember {
@@ -853,7 +854,7 @@ TEST_CASE("savepoint: a rollback whose undo meets a damaged page reports it, mar
   const uint32_t ps = 4096;
   const std::string bytes = testing::ReadFileBytes(f.tmp.path());
   uint32_t victim = 0;
-  for (uint32_t p = 3; (p + 1) * size_t{ps} <= bytes.size() && victim == 0; ++p) {
+  for (uint32_t p = page::DoublewriteEnd(ps); (p + 1) * size_t{ps} <= bytes.size() && victim == 0; ++p) {
     const auto* d = reinterpret_cast<const uint8_t*>(bytes.data()) + size_t{p} * ps;
     if (page::GetType(d) == page::PageType::kData && page::DpRelation(d) == f.t.id() &&
         page::DpSequence(d) == 0) {

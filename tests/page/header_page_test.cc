@@ -31,6 +31,8 @@ HeaderFields SampleFields(uint32_t ps) {
   h.catalog_pp = 3;
   h.flags = kHeaderFlagCleanShutdown;
   h.create_time_us = 1700000000123456ull;
+  h.dw_first = 2;
+  h.dw_slots = 256;
   return h;
 }
 
@@ -60,6 +62,8 @@ TEST_CASE("header page: round trip", "[page]") {
     CHECK(r.catalog_pp == h.catalog_pp);
     CHECK(r.flags == h.flags);
     CHECK(r.create_time_us == h.create_time_us);
+    CHECK(r.dw_first == h.dw_first);
+    CHECK(r.dw_slots == h.dw_slots);
     uint32_t peeked = 0;
     REQUIRE(PeekPageSize(page.data(), kMinPageSize, &peeked, kFile).ok());
     CHECK(peeked == ps);
@@ -81,7 +85,9 @@ TEST_CASE("header page: fields at the documented offsets", "[page]") {
   CHECK(util::Get32(p + 72) == 3);
   CHECK(util::Get32(p + 76) == kHeaderFlagCleanShutdown);
   CHECK(util::Get64(p + 80) == 1700000000123456ull);
-  for (size_t i = 88; i < 8192; ++i) REQUIRE(p[i] == 0);
+  CHECK(util::Get32(p + 88) == 2);
+  CHECK(util::Get32(p + 92) == 256);
+  for (size_t i = 96; i < 8192; ++i) REQUIRE(p[i] == 0);
 }
 
 TEST_CASE("header page: bad magic is not an EmberDB database", "[page]") {
@@ -145,8 +151,8 @@ TEST_CASE("header page: PeekPageSize rejects bad sizes and short input", "[page]
   }
   auto page = MakeHeader(SampleFields(4096));
   uint32_t ps = 0;
-  CHECK(PeekPageSize(page.data(), 88, &ps, kFile).ok());
-  absl::Status s = PeekPageSize(page.data(), 87, &ps, kFile);
+  CHECK(PeekPageSize(page.data(), 96, &ps, kFile).ok());
+  absl::Status s = PeekPageSize(page.data(), 95, &ps, kFile);
   CHECK(absl::IsInvalidArgument(s));
   CHECK(Contains(s, "not an EmberDB database"));
   CHECK(absl::IsInvalidArgument(PeekPageSize(page.data(), 0, &ps, kFile)));

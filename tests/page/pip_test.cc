@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "engine/page/doublewrite_page.h"
 #include "engine/util/coding.h"
 
 namespace ember::page {
@@ -19,7 +20,7 @@ TEST_CASE("pip: geometry", "[page]") {
   CHECK(PipPageNo(3, 8192) == 3 * PagesPerPip(8192));
 }
 
-TEST_CASE("pip: PIP 0 reserves the header page and itself", "[page]") {
+TEST_CASE("pip: PIP 0 reserves the header page, itself and the doublewrite area", "[page]") {
   for (uint32_t ps : {4096u, 8192u, 16384u, 32768u}) {
     INFO("page size " << ps);
     std::vector<uint8_t> page(ps);
@@ -28,10 +29,13 @@ TEST_CASE("pip: PIP 0 reserves the header page and itself", "[page]") {
     CHECK(GetPageNo(page.data()) == 1);
     CHECK_FALSE(PipIsFree(page.data(), ps, 0));
     CHECK_FALSE(PipIsFree(page.data(), ps, 1));
-    CHECK(PipIsFree(page.data(), ps, 2));
+    for (PageNo p = kDoublewriteFirst; p < DoublewriteEnd(ps); ++p) {
+      REQUIRE_FALSE(PipIsFree(page.data(), ps, p));
+    }
+    CHECK(PipIsFree(page.data(), ps, DoublewriteEnd(ps)));
     CHECK(PipIsFree(page.data(), ps, PagesPerPip(ps) - 1));
     CHECK_FALSE(PipIsFree(page.data(), ps, PagesPerPip(ps)));  // not covered
-    CHECK(PipFindFree(page.data(), ps) == PageNo{2});
+    CHECK(PipFindFree(page.data(), ps) == DoublewriteEnd(ps));
     SealPage(page.data(), ps);
     CHECK(VerifyPage(page.data(), ps, 1, "db").ok());
   }
@@ -56,11 +60,15 @@ TEST_CASE("pip: bitmap bit order is LSB first and 1 means free", "[page]") {
   const uint32_t ps = 4096;
   std::vector<uint8_t> page(ps);
   InitPip(page.data(), ps, 1, 0);
-  CHECK(page[32] == 0xFC);  // pages 0 and 1 in use
-  CHECK(page[33] == 0xFF);
+  // Pages 0 and 1, then the doublewrite area (512 pages at 4 KiB: bytes 32..95) in use.
+  static_assert(DoublewriteEnd(4096) == 514);
+  CHECK(page[32] == 0x00);
+  CHECK(page[95] == 0x00);
+  CHECK(page[96] == 0xFC);  // pages 512 and 513 in use, 514.. free
+  CHECK(page[97] == 0xFF);
   CHECK(page[ps - 1] == 0xFF);
-  PipSetFree(page.data(), ps, 9, false);
-  CHECK(page[33] == 0xFD);
+  PipSetFree(page.data(), ps, 521, false);
+  CHECK(page[97] == 0xFD);
   PipSetFree(page.data(), ps, 8 * (ps - 32) - 1, false);
   CHECK(page[ps - 1] == 0x7F);
 }
@@ -69,7 +77,7 @@ TEST_CASE("pip: allocate every page, then free and find again", "[page]") {
   const uint32_t ps = 4096;
   std::vector<uint8_t> page(ps);
   InitPip(page.data(), ps, 1, 0);
-  PageNo expect = 2;
+  PageNo expect = DoublewriteEnd(ps);
   uint32_t n = 0;
   while (auto p = PipFindFree(page.data(), ps)) {
     REQUIRE(*p == expect);
@@ -77,7 +85,7 @@ TEST_CASE("pip: allocate every page, then free and find again", "[page]") {
     ++expect;
     ++n;
   }
-  CHECK(n == PagesPerPip(ps) - 2);
+  CHECK(n == PagesPerPip(ps) - DoublewriteEnd(ps));
   CHECK(util::Get32(page.data() + 20) == PagesPerPip(ps));  // hint parked at the end
   CHECK_FALSE(PipFindFree(page.data(), ps).has_value());
   PipSetFree(page.data(), ps, 5000, true);
@@ -180,7 +188,8 @@ TEST_CASE("pip: PipFindFreeRun finds the lowest aligned run of free pages, again
   CHECK_FALSE(PipFindFreeRun(page.data(), 4096, 0).has_value());
   CHECK_FALSE(PipFindFreeRun(page.data(), 4096, 12).has_value());
   CHECK_FALSE(PipFindFreeRun(page.data(), 4096, 128).has_value());
-  CHECK(PipFindFreeRun(page.data(), 4096, 8) == PageNo{8});  // pages 0 and 1 are in use
+  // Pages 0, 1 and the doublewrite area (up to 513) are in use.
+  CHECK(PipFindFreeRun(page.data(), 4096, 8) == PageNo{520});
 }
 
 }  // namespace
