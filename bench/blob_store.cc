@@ -862,7 +862,12 @@ void BM_Phase(benchmark::State& state, int engine, Variant v, int cls, Phase pha
     state.counters["cpu_s"] = cpu_secs;
     state.counters["db_mb"] = static_cast<double>(b.DbBytes()) / kMB;
     SetPageCounters(state, pages);
-    if (!b.has_marks()) state.counters.erase("marks");
+    if (!b.has_marks()) {
+      // SQLite: no marks, and its journal writes are not counted as EmberDB's doublewrite
+      // copies are.
+      state.counters.erase("marks");
+      state.counters.erase("dw_writes");
+    }
     PhaseResult r{secs, cpu_secs};
     if (phase == Phase::kDelete && FLAGS_reuse_check.b()) {
       // Untimed: does storing the same files again reuse the space the delete gave back?

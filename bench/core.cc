@@ -374,16 +374,28 @@ absl::Status SqliteScan(SqliteCore& q) {
 // ---------------------------------------------------------------- the core phases
 
 enum class Op { kInsert, kLookup, kUpdate, kScan };
-enum class Engine { kEmber, kSqlite };
+// kEmberNoDw: EmberDB with torn-page protection off (Options::doublewrite = false), for the
+// protection's cost: the same work as kEmber, in the same run.
+enum class Engine { kEmber, kSqlite, kEmberNoDw };
+constexpr const char* kEngineNames[] = {"ember", "sqlite", "ember_nodw"};
 constexpr const char* kOpNames[] = {"insert", "lookup", "update", "scan"};
 
 EmberCore g_ember;
+EmberCore g_ember_nodw;
 SqliteCore g_sqlite;
+
+EmberCore& EmberOf(Engine e) { return e == Engine::kEmberNoDw ? g_ember_nodw : g_ember; }
+Options EmberOptions(Engine e) {
+  Options o = DefaultOptions();
+  o.doublewrite = e != Engine::kEmberNoDw;
+  return o;
+}
 
 struct PhaseResult {
   double seconds = 0;      // wall clock (the benchmark's manual time)
   double cpu_seconds = 0;  // process CPU time
   int64_t items = 0;
+  Counters pages;
 };
 std::map<std::pair<int, int>, PhaseResult> g_phase;  // (op, engine) -> last measured run
 
@@ -392,11 +404,13 @@ int64_t Rows() { return std::max<int64_t>(1, FLAGS_rows.i64()); }
 // Makes sure the engine's database exists and holds Rows() rows (untimed).
 absl::Status EnsureLoaded(Engine e) {
   double commit_s = 0;
-  if (e == Engine::kEmber) {
-    if (g_ember.db && g_ember.rows == Rows()) return absl::OkStatus();
-    std::fprintf(stderr, "bench: loading %lld rows into EmberDB (untimed)\n", (long long)Rows());
-    if (absl::Status s = g_ember.Create(); !s.ok()) return s;
-    return EmberInsert(g_ember, Rows(), &commit_s);
+  if (e != Engine::kSqlite) {
+    EmberCore& g = EmberOf(e);
+    if (g.db && g.rows == Rows()) return absl::OkStatus();
+    std::fprintf(stderr, "bench: loading %lld rows into EmberDB (%s, untimed)\n",
+                 (long long)Rows(), kEngineNames[static_cast<int>(e)]);
+    if (absl::Status s = g.Create(EmberOptions(e)); !s.ok()) return s;
+    return EmberInsert(g, Rows(), &commit_s);
   }
   if (g_sqlite.db && g_sqlite.rows == Rows()) return absl::OkStatus();
   std::fprintf(stderr, "bench: loading %lld rows into SQLite (untimed)\n", (long long)Rows());
@@ -405,14 +419,15 @@ absl::Status EnsureLoaded(Engine e) {
 }
 
 void BM_Core(benchmark::State& state, Op op, Engine engine) {
-  const bool ember = engine == Engine::kEmber;
-  const std::string what =
-      absl::StrCat("core/", kOpNames[static_cast<int>(op)], ember ? "/ember" : "/sqlite");
+  const bool ember = engine != Engine::kSqlite;
+  EmberCore& g_ember = EmberOf(engine);  // this row's EmberDB database
+  const std::string what = absl::StrCat("core/", kOpNames[static_cast<int>(op)], "/",
+                                        kEngineNames[static_cast<int>(engine)]);
   const int64_t rows = Rows();
   const int64_t per_txn = std::max<int64_t>(1, FLAGS_updates_per_txn.i64());
   std::vector<int64_t> ids;
   if (op == Op::kInsert) {
-    absl::Status s = ember ? g_ember.Create() : g_sqlite.Create();
+    absl::Status s = ember ? g_ember.Create(EmberOptions(engine)) : g_sqlite.Create();
     if (Failed(state, s, what + " create")) return;
   } else {
     if (Failed(state, EnsureLoaded(engine), what + " load")) return;
@@ -454,8 +469,11 @@ void BM_Core(benchmark::State& state, Op op, Engine engine) {
     state.SetIterationTime(secs);
     const Counters pages = ember ? g_ember.Pages() - before : g_sqlite.TakePages();
     SetPageCounters(state, pages);
-    if (!ember) state.counters.erase("marks");  // SQLite has no equivalent
-    g_phase[{static_cast<int>(op), static_cast<int>(engine)}] = {secs, cpu_secs, items};
+    if (!ember) {
+      state.counters.erase("marks");      // SQLite has no equivalent
+      state.counters.erase("dw_writes");  // its journal writes are not counted (see above)
+    }
+    g_phase[{static_cast<int>(op), static_cast<int>(engine)}] = {secs, cpu_secs, items, pages};
   }
   state.SetItemsProcessed(items);
   if (op == Op::kInsert) state.counters["commit_ms"] = commit_s * 1e3;
@@ -569,12 +587,13 @@ std::unique_ptr<CommitFixture> g_commit;
 struct CommitResult {
   double commits_per_s = 0, flushes_per_commit = 0;
 };
-std::map<int, CommitResult> g_commit_results;
+std::map<std::pair<int, int>, CommitResult> g_commit_results;  // (threads, dw) -> result
 
-absl::Status MakeCommitFixture(CommitFixture& f) {
+absl::Status MakeCommitFixture(CommitFixture& f, bool doublewrite) {
   // Forced writes always on here: group commit is about sharing the fsync.
   Options o = DefaultOptions();
   o.forced_writes = true;
+  o.doublewrite = doublewrite;
   if (absl::Status s = f.db.Create(o); !s.ok()) return s;
   f.before = f.db.db->stats();
   return absl::OkStatus();
@@ -584,7 +603,7 @@ void BM_Commit(benchmark::State& state) {
   // Thread 0 sets up before the loop; the loop's start barrier publishes it to the others.
   if (state.thread_index() == 0) {
     g_commit = std::make_unique<CommitFixture>();
-    g_commit->status = MakeCommitFixture(*g_commit);
+    g_commit->status = MakeCommitFixture(*g_commit, state.range(0) != 0);
     g_commit->t0 = Clock::now();
   }
   Row row = {int64_t{0}, int64_t{0}, std::string()};
@@ -614,7 +633,7 @@ void BM_Commit(benchmark::State& state) {
       state.counters["flushes_per_commit"] = r.flushes_per_commit;
       state.counters["commits"] = commits;
       SetPageCounters(state, after.pages - f.before.pages);
-      g_commit_results[state.threads()] = r;
+      g_commit_results[{state.threads(), static_cast<int>(state.range(0))}] = r;
     }
     if (absl::Status s = f.db.Drop(); !s.ok()) Failed(state, s, "core/commit close");
     g_commit.reset();
@@ -622,6 +641,35 @@ void BM_Commit(benchmark::State& state) {
 }
 
 // ---------------------------------------------------------------- summary
+
+// Torn-page protection on against off for the phases that write (commit throughput is printed
+// with the commit results).
+void PrintDoublewriteCost(std::FILE* out) {
+  bool header = false;
+  for (Op op : {Op::kInsert, Op::kUpdate}) {
+    auto on = g_phase.find({static_cast<int>(op), static_cast<int>(Engine::kEmber)});
+    auto off = g_phase.find({static_cast<int>(op), static_cast<int>(Engine::kEmberNoDw)});
+    if (on == g_phase.end() || off == g_phase.end()) continue;
+    if (!header) {
+      std::fprintf(out, "\ntorn-page protection (doublewrite) on vs off, same work:\n");
+      std::fprintf(out, "%-8s %10s %10s %7s %10s %10s %10s %10s %10s\n", "op", "on s", "off s",
+                   "on/off", "on cpu", "off cpu", "on writes", "dw_writes", "off writes");
+      header = true;
+    }
+    const PhaseResult& a = on->second;
+    const PhaseResult& b = off->second;
+    std::fprintf(out, "%-8s %10.4f %10.4f %7.2f %10.4f %10.4f %10llu %10llu %10llu\n",
+                 kOpNames[static_cast<int>(op)], a.seconds, b.seconds,
+                 b.seconds > 0 ? a.seconds / b.seconds : 0.0, a.cpu_seconds, b.cpu_seconds,
+                 static_cast<unsigned long long>(a.pages.writes),
+                 static_cast<unsigned long long>(a.pages.dw_writes),
+                 static_cast<unsigned long long>(b.pages.writes));
+  }
+  if (header) {
+    std::fprintf(out, "on writes = pages written home; dw_writes = protection copies and their "
+                      "record pages, written on top of them\n");
+  }
+}
 
 void PrintSummary() {
   std::FILE* out = SummaryStream();
@@ -679,6 +727,7 @@ void PrintSummary() {
                  "ratio = EmberDB time / SQLite time, wall clock (below 1: EmberDB faster); "
                  "cpu = process CPU seconds of the phase\n");
   }
+  PrintDoublewriteCost(out);
   if (!g_cache_ns.empty()) {
     std::fprintf(out, "\ncache fetch+release of resident pages:");
     for (auto [t, ns] : g_cache_ns) std::fprintf(out, "  %d thread(s) %.1f ns/fetch", t, ns);
@@ -686,9 +735,15 @@ void PrintSummary() {
   }
   if (!g_commit_results.empty()) {
     std::fprintf(out, "commit of one-insert transactions (forced writes):\n");
-    for (auto [t, r] : g_commit_results) {
-      std::fprintf(out, "  %2d thread(s): %8.0f commits/s, %.3f flushes per commit\n", t,
-                   r.commits_per_s, r.flushes_per_commit);
+    for (auto [key, r] : g_commit_results) {
+      std::fprintf(out, "  %2d thread(s), doublewrite %s: %8.0f commits/s, %.3f flushes per commit",
+                   key.first, key.second ? "on " : "off", r.commits_per_s, r.flushes_per_commit);
+      auto off = g_commit_results.find({key.first, 0});
+      if (key.second && off != g_commit_results.end() && r.commits_per_s > 0) {
+        // Time per commit with protection over time per commit without it.
+        std::fprintf(out, "  (on/off: %.2f)", off->second.commits_per_s / r.commits_per_s);
+      }
+      std::fprintf(out, "\n");
     }
   }
   std::fflush(out);
@@ -696,12 +751,16 @@ void PrintSummary() {
 
 void Register() {
   for (Op op : {Op::kInsert, Op::kLookup, Op::kUpdate, Op::kScan}) {
-    for (Engine e : {Engine::kEmber, Engine::kSqlite}) {
-      benchmark::RegisterBenchmark(
-          absl::StrCat("core/", kOpNames[static_cast<int>(op)],
-                       e == Engine::kEmber ? "/ember" : "/sqlite")
-              .c_str(),
-          BM_Core, op, e)
+    // Protection off beside on for the phases that write, in alternating order (insert: on
+    // first; update: off first).
+    std::vector<Engine> engines = {Engine::kEmber, Engine::kSqlite};
+    if (op == Op::kInsert) engines = {Engine::kEmber, Engine::kEmberNoDw, Engine::kSqlite};
+    if (op == Op::kUpdate) engines = {Engine::kEmberNoDw, Engine::kEmber, Engine::kSqlite};
+    for (Engine e : engines) {
+      benchmark::RegisterBenchmark(absl::StrCat("core/", kOpNames[static_cast<int>(op)], "/",
+                                                kEngineNames[static_cast<int>(e)])
+                                       .c_str(),
+                                   BM_Core, op, e)
           ->Iterations(1)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
@@ -710,12 +769,17 @@ void Register() {
   auto* cache = benchmark::RegisterBenchmark("core/cache_fetch", BM_CacheFetch);
   for (int t = 1; t <= kMaxCacheThreads; ++t) cache->Threads(t);
   cache->UseRealTime();
-  benchmark::RegisterBenchmark("core/commit", BM_Commit)
-      ->Threads(1)
-      ->Threads(4)
-      ->Threads(16)
-      ->UseRealTime()
-      ->Unit(benchmark::kMicrosecond);
+  // dw:1 / dw:0: torn-page protection on / off, alternating per thread count.
+  for (int threads : {1, 4, 16}) {
+    for (int dw : threads == 4 ? std::vector<int>{0, 1} : std::vector<int>{1, 0}) {
+      benchmark::RegisterBenchmark("core/commit", BM_Commit)
+          ->ArgName("dw")
+          ->Arg(dw)
+          ->Threads(threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
 }
 
 }  // namespace
@@ -727,9 +791,12 @@ int main(int argc, char** argv) {
   Register();
   benchmark::RunSpecifiedBenchmarks();
   bool ok = !AnyFailed();
-  if (absl::Status s = g_ember.Drop(); !s.ok()) {
-    std::fprintf(stderr, "bench: FAILED: closing the EmberDB database: %s\n", s.ToString().c_str());
-    ok = false;
+  for (EmberCore* e : {&g_ember, &g_ember_nodw}) {
+    if (absl::Status s = e->Drop(); !s.ok()) {
+      std::fprintf(stderr, "bench: FAILED: closing the EmberDB database: %s\n",
+                   s.ToString().c_str());
+      ok = false;
+    }
   }
   if (absl::Status s = g_sqlite.Drop(); !s.ok()) {
     std::fprintf(stderr, "bench: FAILED: closing the SQLite database: %s\n", s.ToString().c_str());

@@ -399,7 +399,8 @@ void AddMachineContext() {
 // ---------------------------------------------------------------- counters
 
 Counters operator-(const Counters& a, const Counters& b) {
-  return {a.fetches - b.fetches, a.marks - b.marks, a.reads - b.reads, a.writes - b.writes};
+  return {a.fetches - b.fetches, a.marks - b.marks, a.reads - b.reads, a.writes - b.writes,
+          a.dw_writes - b.dw_writes};
 }
 
 Counters& operator+=(Counters& a, const Counters& b) {
@@ -407,6 +408,7 @@ Counters& operator+=(Counters& a, const Counters& b) {
   a.marks += b.marks;
   a.reads += b.reads;
   a.writes += b.writes;
+  a.dw_writes += b.dw_writes;
   return a;
 }
 
@@ -416,6 +418,7 @@ void SetPageCounters(benchmark::State& state, const Counters& c, std::string_vie
   state.counters[p + "marks"] = benchmark::Counter(static_cast<double>(c.marks));
   state.counters[p + "reads"] = benchmark::Counter(static_cast<double>(c.reads));
   state.counters[p + "writes"] = benchmark::Counter(static_cast<double>(c.writes));
+  state.counters[p + "dw_writes"] = benchmark::Counter(static_cast<double>(c.dw_writes));
 }
 
 uint64_t MinorFaults() {
