@@ -102,6 +102,9 @@ Flag FLAGS_prefault_mb(
 Flag FLAGS_forced_writes("forced_writes", true,
                          "1: fsync at commit (SQLite synchronous=FULL); 0: the OS decides "
                          "(SQLite synchronous=OFF)");
+Flag FLAGS_doublewrite("doublewrite", true,
+                       "EmberDB's torn-page protection (Options::doublewrite); bench/core also "
+                       "runs its writing phases with it off, side by side");
 
 // ---------------------------------------------------------------- directories
 
@@ -291,6 +294,7 @@ ember::Options DefaultOptions() {
   o.page_size = static_cast<uint32_t>(FLAGS_page_size.i64());
   o.cache_pages = static_cast<uint32_t>(FLAGS_cache_pages.i64());
   o.forced_writes = FLAGS_forced_writes.b();
+  o.doublewrite = FLAGS_doublewrite.b();
   o.temp_directories = {TempDir()};
   return o;
 }
@@ -383,6 +387,7 @@ void AddMachineContext() {
       "cache_bytes", absl::StrFormat("%.1f MiB", FLAGS_page_size.i64() * FLAGS_cache_pages.i64() /
                                                      1048576.0));
   benchmark::AddCustomContext("forced_writes", FLAGS_forced_writes.str());
+  benchmark::AddCustomContext("doublewrite", FLAGS_doublewrite.str());
   benchmark::AddCustomContext("sqlite_version", sqlite3_libversion());
 #ifdef NDEBUG
   benchmark::AddCustomContext("ember_asserts", "off");

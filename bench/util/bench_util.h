@@ -18,7 +18,8 @@
 //   --temp_dir=WHERE  EmberDB's temp space (Options::temp_directories): `disk` (default) = a
 //                     directory next to the databases, on the database's file system; `ram` =
 //                     the RAM disk /dev/shm/ember-bench; or any directory
-//   --page_size=N --cache_pages=N --forced_writes=0|1   the ember::Options of the databases
+//   --page_size=N --cache_pages=N --forced_writes=0|1 --doublewrite=0|1
+//                                                       the ember::Options of the databases
 // plus the flags a binary declares itself with Flag (e.g. --rows=N).
 #pragma once
 #include <chrono>
@@ -82,6 +83,7 @@ extern Flag FLAGS_temp_dir;
 extern Flag FLAGS_page_size;
 extern Flag FLAGS_cache_pages;
 extern Flag FLAGS_forced_writes;
+extern Flag FLAGS_doublewrite;
 
 // Parses and removes our flags from argv, then hands the rest to benchmark::Initialize and
 // rejects what nobody knows. Creates the benchmark directories and adds the machine facts to the

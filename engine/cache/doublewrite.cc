@@ -164,7 +164,7 @@ Doublewrite::Doublewrite(io::File* file, uint32_t page_size, const DwRecovery& s
     : file_(file),
       ps_(page_size),
       ring_(page::DoublewriteSlots(page_size) - page::kMarkerSlots),
-      max_items_(std::min(page::DwMaxEntries(page_size), ring_ - 1)),
+      max_items_(std::min(page::DwMaxEntries(page_size), ring_ / 3 - 1)),
       hooks_(std::move(hooks)),
       forced_(forced_writes),
       next_seq_(start.next_seq),

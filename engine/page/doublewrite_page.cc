@@ -11,7 +11,7 @@ constexpr size_t kSeqOff = 16, kRetiredOff = 24, kCountOff = 32, kEntriesOff = 4
                  kEntrySize = 12;
 static_assert(kSeqOff == kPageHeaderSize);
 static_assert(DwMaxEntries(kMinPageSize) >= 256);
-static_assert(DoublewriteEnd(kMinPageSize) <= 1024);  // well inside PIP 0's range
+static_assert(DoublewriteEnd(kMinPageSize) <= 4096);  // well inside PIP 0's range
 }  // namespace
 
 void WriteDwRecord(uint8_t* page, uint32_t page_size, PageNo slot_page_no, const DwRecord& r) {

@@ -31,11 +31,14 @@ constexpr uint32_t kMarkerSlots = 2;
 // older copies of the page in the area must not be applied over it.
 constexpr uint32_t kTombstoneSlot = UINT32_MAX;
 
-// Slots of the area for a page size: 2 MiB worth, at least 128 (so 512 at 4 KiB, 256 at 8 KiB,
-// 128 at 16 and 32 KiB). Part of the format: fixed at create.
+// Slots of the area for a page size: 8 MiB worth, at least 256 (so 2048 at 4 KiB, 1024 at
+// 8 KiB, 512 at 16 KiB, 256 at 32 KiB). A flush copies at most a third of the ring per record
+// (Doublewrite::max_items), so that in a long run of records each one's sync also makes the
+// record two places back reusable, and a big flush costs one sync per third of the ring. Part of
+// the format: fixed at create.
 constexpr uint32_t DoublewriteSlots(uint32_t page_size) {
-  const uint32_t n = (2u << 20) / page_size;
-  return n < 128 ? 128 : n;
+  const uint32_t n = (8u << 20) / page_size;
+  return n < 256 ? 256 : n;
 }
 // First page after the area: where the rest of the database starts at create.
 constexpr PageNo DoublewriteEnd(uint32_t page_size) {

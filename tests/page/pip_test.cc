@@ -60,15 +60,16 @@ TEST_CASE("pip: bitmap bit order is LSB first and 1 means free", "[page]") {
   const uint32_t ps = 4096;
   std::vector<uint8_t> page(ps);
   InitPip(page.data(), ps, 1, 0);
-  // Pages 0 and 1, then the doublewrite area (512 pages at 4 KiB: bytes 32..95) in use.
-  static_assert(DoublewriteEnd(4096) == 514);
+  // Pages 0 and 1, then the doublewrite area (2048 pages at 4 KiB) in use: bytes 32..287 for
+  // pages 0..2047, and pages 2048 and 2049 in byte 288.
+  static_assert(DoublewriteEnd(4096) == 2050);
   CHECK(page[32] == 0x00);
-  CHECK(page[95] == 0x00);
-  CHECK(page[96] == 0xFC);  // pages 512 and 513 in use, 514.. free
-  CHECK(page[97] == 0xFF);
+  CHECK(page[287] == 0x00);
+  CHECK(page[288] == 0xFC);
+  CHECK(page[289] == 0xFF);
   CHECK(page[ps - 1] == 0xFF);
-  PipSetFree(page.data(), ps, 521, false);
-  CHECK(page[97] == 0xFD);
+  PipSetFree(page.data(), ps, 2057, false);
+  CHECK(page[289] == 0xFD);
   PipSetFree(page.data(), ps, 8 * (ps - 32) - 1, false);
   CHECK(page[ps - 1] == 0x7F);
 }
@@ -188,8 +189,8 @@ TEST_CASE("pip: PipFindFreeRun finds the lowest aligned run of free pages, again
   CHECK_FALSE(PipFindFreeRun(page.data(), 4096, 0).has_value());
   CHECK_FALSE(PipFindFreeRun(page.data(), 4096, 12).has_value());
   CHECK_FALSE(PipFindFreeRun(page.data(), 4096, 128).has_value());
-  // Pages 0, 1 and the doublewrite area (up to 513) are in use.
-  CHECK(PipFindFreeRun(page.data(), 4096, 8) == PageNo{520});
+  // Pages 0, 1 and the doublewrite area (up to 2049) are in use.
+  CHECK(PipFindFreeRun(page.data(), 4096, 8) == PageNo{2056});
 }
 
 }  // namespace
