@@ -163,6 +163,9 @@ absl::StatusOr<std::unique_ptr<DatabaseImpl>> DatabaseImpl::OpenFile(
     return s;
   }
   d->open_.store(true);
+  // Before any transaction can start and before the collector runs: nothing allocates pages
+  // while the walk decides which ones are leaked.
+  if (d->opened_after_crash_ && options.reclaim_after_crash) d->ReclaimAfterCrash();
   if (options.gc_policy != GcPolicy::kCooperative) {
     d->gc_ = std::make_unique<GarbageCollector>(d.get());
   }
@@ -248,6 +251,7 @@ absl::Status DatabaseImpl::OpenExisting() {
     absl::StatusOr<cache::PageRef> h = cache_->Fetch(0, LatchMode::kShared);
     if (!h.ok()) return h.status();
     if (absl::Status s = page::ReadHeader(h->data(), &header_, path); !s.ok()) return s;
+    opened_after_crash_ = (header_.flags & page::kHeaderFlagCleanShutdown) == 0;
   }
   if (header_.dw_first != page::kDoublewriteFirst ||
       header_.dw_slots != page::DoublewriteSlots(ps)) {
@@ -334,7 +338,28 @@ absl::Status DatabaseImpl::Close() {
   if (s.ok()) s = cache_->RetireDoublewrite();
   if (s.ok()) s = file_->Sync();
   if (!s.ok()) cache_->DiscardAll();
+  if (s.ok()) s = bg_errors_.Take();  // the file is closed cleanly; the user still hears it
   return s;
+}
+
+void DatabaseImpl::ReclaimAfterCrash() {
+  ember::ValidateOptions vo;
+  vo.free_unreachable = true;
+  absl::StatusOr<ValidationReport> rep = Validate(vo);
+  const char* what = "reclaiming the pages leaked by the crash before this open";
+  if (!rep.ok()) {
+    bg_errors_.Add(absl::Status(rep.status().code(),
+                                absl::StrCat(what, ": ", rep.status().message())));
+    return;
+  }
+  if (!rep->ok()) {  // Validate freed nothing: report what it found
+    bg_errors_.Add(absl::DataLossError(
+        absl::StrCat(what, ": Validate found ", rep->errors.size(), " error(s), so nothing was ",
+                     "freed; the first: ", rep->errors[0])));
+    return;
+  }
+  pages_reclaimed_ = rep->freed_pages;
+  blob_pages_reclaimed_ = rep->freed_blob_pages;
 }
 
 void DatabaseImpl::SimulateCrash() {
@@ -546,11 +571,16 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn) {
     for (uint64_t rec : recs) {
       std::vector<std::string> keys;
       bool newest_seen = false;
+      absl::Status bad;
+      std::pair<page::PageNo, uint16_t> at;
       absl::Status s = rel->ForEachVersion(rec, [&](uint64_t writer, bool deleted,
                                                     std::string_view raw) {
         const bool live = txns_->StateOf(writer) != txn::kCnDead;
         Row row;
-        if (!deleted && record::DecodeRow(raw, ncols, &row).ok()) {
+        if (!deleted) {
+          // An index without this version's key would be silently incomplete: refuse instead.
+          bad = record::DecodeRow(raw, ncols, &row);
+          if (!bad.ok()) return false;
           std::string key;
           const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
           if (ix->schema.unique && live && !newest_seen && !has_null) {
@@ -560,7 +590,8 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn) {
         }
         if (live) newest_seen = true;
         return true;
-      });
+      }, &at);
+      if (!bad.ok()) return internal::UndecodableVersion(*ix->table, rec, at, bad);
       if (!s.ok()) return s;
       if (dup) {
         return absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name,
@@ -624,6 +655,11 @@ DatabaseStats DatabaseImpl::stats() {
   s.gc_records_removed = gc_records_.load(std::memory_order_relaxed);
   s.gc_index_entries_removed = gc_keys_.load(std::memory_order_relaxed);
   s.gc_pages_queued = gc_ ? gc_->queued() : 0;
+  s.background_errors = bg_errors_.count();
+  s.last_background_error = bg_errors_.last();
+  s.opened_after_crash = opened_after_crash_;
+  s.pages_reclaimed_at_open = pages_reclaimed_;
+  s.blob_pages_reclaimed_at_open = blob_pages_reclaimed_;
   return s;
 }
 
@@ -634,6 +670,10 @@ record::Relation* DatabaseImpl::RelationById(uint32_t id) {
     if (t->id == id) return t->relation.get();
   }
   return nullptr;
+}
+
+uint32_t DatabaseImpl::max_key_size() const {
+  return internal::MaxIndexKey(options_.page_size);
 }
 
 absl::StatusOr<std::unique_ptr<Transaction>> DatabaseImpl::Begin(const TransactionOptions& o) {

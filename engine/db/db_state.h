@@ -5,14 +5,17 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "ember/database.h"
+#include "engine/db/background_errors.h"
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
 #include "engine/index/btree.h"
@@ -50,9 +53,18 @@ struct TableState {
     return i < schema.columns.size() ? schema.columns[i].zstd_level : 0;
   }
   // Adds the stored BLOBs of this table that raw row `raw` names (BLOB fields and values kept
-  // out of line) to `ids`.
-  void AddBlobIds(std::string_view raw, absl::flat_hash_set<uint64_t>* ids) const;
+  // out of line) to `ids`. The error of a row that does not decode (see UndecodableVersion).
+  absl::Status AddBlobIds(std::string_view raw, absl::flat_hash_set<uint64_t>* ids) const;
 };
+
+// DataLoss for a version of record `rec` of table `t` that does not decode as a row (`cause`):
+// names the table, the record, and the page and line of the version (`at`; when unknown, those
+// of the record's primary version). Every reader that needs a version's columns (index build
+// and maintenance, unique checks, garbage collection, Validate) reports such damage this way
+// rather than skipping the version.
+absl::Status UndecodableVersion(const TableState& t, uint64_t rec,
+                                std::optional<std::pair<page::PageNo, uint16_t>> at,
+                                const absl::Status& cause);
 
 struct IndexState {
   uint32_t id = 0;
@@ -73,6 +85,9 @@ absl::Status EncodeKeyPrefix(const IndexState& ix, const Row& values, std::strin
 // that many big-endian bytes (no high zero bytes). Entries order by key, then by record number.
 // The tree's value is 0: the key carries the record (docs/format.md, "Index entries").
 std::string IndexEntry(std::string_view key, uint64_t rec);
+// The longest encoded key (all key columns, before IndexEntry appends the record number) an
+// index takes with pages of `page_size` (Database::max_key_size).
+uint32_t MaxIndexKey(uint32_t page_size);
 // Entries a seek for one key copies from its leaf (lookups, unique checks): that key's entries
 // (usually one version's, a few when older versions had the same key) and the next key's,
 // which ends the scan.
@@ -114,6 +129,7 @@ class DatabaseImpl : public Database {
   absl::StatusOr<TableStats> GetTableStats(const Table& table) override;
   absl::Status CollectGarbage() override;
   const Options& options() const override { return options_; }
+  uint32_t max_key_size() const override;
 
   // For crash tests: drops the cache and everything in memory without writing anything, as if
   // the process died. The object is unusable afterwards.
@@ -145,9 +161,11 @@ class DatabaseImpl : public Database {
   // `t` that some row of `going` names and no row of `staying` does. A stored BLOB belongs to
   // one record (a row naming another record's BLOB gets a copy), and a version can only keep
   // the BLOBs of the version it replaced, so these are referenced by nothing else.
-  void QueueBlobFrees(const internal::TableState* t, const std::vector<std::string>& going,
-                      const std::vector<std::string>& staying, page::PageNo from,
-                      page::PageNo from2, std::vector<record::Unlinked>* unlinked);
+  // (`rec`: the record the versions belong to, named if one of them does not decode.)
+  absl::Status QueueBlobFrees(const internal::TableState* t, uint64_t rec,
+                              const std::vector<std::string>& going,
+                              const std::vector<std::string>& staying, page::PageNo from,
+                              page::PageNo from2, std::vector<record::Unlinked>* unlinked);
   // Garbage collection of records of one table (under their record locks); lines to free on
   // other pages are appended to `unlinked` (free them with Relation::FreeUnlinked). Sets
   // `*pending` if some garbage could not be collected yet (an active snapshot still sees it).
@@ -156,6 +174,8 @@ class DatabaseImpl : public Database {
   // The horizon for garbage collection now.
   uint64_t GcHorizon() const { return txns_->OldestSnapshotCn(); }
   GarbageCollector* gc() { return gc_.get(); }
+  // Errors no caller waits for (background_errors.h).
+  BackgroundErrors* background_errors() { return &bg_errors_; }
   bool open_for_gc() const { return open_.load(std::memory_order_acquire); }
 
  private:
@@ -172,6 +192,11 @@ class DatabaseImpl : public Database {
                                                       page::PageNo root);
   absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn);
   absl::Status CheckOpen() const;
+  // CollectGarbage's work: every table's garbage, now.
+  absl::Status CollectAll();
+  // After an unclean end (at open, before anything else runs): Validate(free_unreachable),
+  // which frees nothing when it finds damage; the damage is then a background error.
+  void ReclaimAfterCrash();
 
   std::unique_ptr<io::File> file_;
   Options options_;
@@ -195,6 +220,9 @@ class DatabaseImpl : public Database {
   std::array<std::mutex, 512> record_mu_;
   std::atomic<uint64_t> next_temp_blob_{1};  // temporary BLOB ids, unique in the database
   std::unique_ptr<GarbageCollector> gc_;  // background collector (policy background/combined)
+  BackgroundErrors bg_errors_;
+  bool opened_after_crash_ = false;  // set at open (the header's clean-shutdown flag)
+  uint64_t pages_reclaimed_ = 0, blob_pages_reclaimed_ = 0;  // by ReclaimAfterCrash
   std::atomic<uint64_t> gc_versions_{0}, gc_records_{0}, gc_keys_{0};
 
   std::atomic<bool> open_{false};

@@ -2,6 +2,7 @@
 // (GarbageCollector, DatabaseImpl::CollectRecords / DropKeys / CollectGarbage / GetTableStats).
 #include "engine/db/garbage_collector.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/container/flat_hash_set.h"
@@ -48,39 +49,63 @@ size_t GarbageCollector::queued() const {
   return queue_.size() + in_round_;
 }
 
-absl::Status GarbageCollector::last_error() const {
+void GarbageCollector::KeepUnfreed(uint32_t table, std::vector<record::Unlinked>* unlinked) {
+  if (unlinked->empty()) return;
   std::lock_guard<std::mutex> g(mu_);
-  return last_error_;
+  auto& left = unfreed_[table];
+  left.insert(left.end(), unlinked->begin(), unlinked->end());
+  unlinked->clear();
 }
 
 absl::Status GarbageCollector::RunOnce() {
   std::lock_guard<std::mutex> run(run_mu_);
   const uint64_t horizon = db_->GcHorizon();
-  std::vector<std::pair<uint32_t, uint32_t>> ready;
+  std::vector<std::pair<std::pair<uint32_t, uint32_t>, uint64_t>> ready;  // (page, its CN)
+  std::map<uint32_t, std::vector<record::Unlinked>> unfreed;
   {
     std::lock_guard<std::mutex> g(mu_);
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (it->second <= horizon) {
-        ready.push_back(it->first);
+        ready.emplace_back(*it);
         it = queue_.erase(it);
       } else {
         ++it;
       }
     }
+    unfreed.swap(unfreed_);
     in_round_ = ready.size();
   }
   absl::Status first;
+  // A page (or a batch of lines) that failed goes back to be retried by a later round: its
+  // garbage is still there (or still to free), and nothing else would find it again.
+  std::vector<std::pair<std::pair<uint32_t, uint32_t>, uint64_t>> retry;
+  auto failed = [&](const absl::Status& s) {
+    db_->background_errors()->Add(s);
+    if (first.ok()) first = s;
+  };
+  // Lines an earlier round unlinked but could not free.
+  for (auto& [table, lines] : unfreed) {
+    TableState* t = db_->TableById(table);
+    if (t == nullptr) continue;  // dropped meanwhile
+    if (absl::Status s = t->relation->FreeUnlinked(&lines, kGcMarkTxn); !s.ok()) {
+      failed(s);
+      KeepUnfreed(table, &lines);
+    }
+  }
   std::vector<record::Unlinked> unlinked;
   TableState* cur = nullptr;
   auto flush = [&]() {
     if (cur && !unlinked.empty()) {
-      absl::Status s = cur->relation->FreeUnlinked(&unlinked, kGcMarkTxn);
-      if (first.ok()) first = s;
+      if (absl::Status s = cur->relation->FreeUnlinked(&unlinked, kGcMarkTxn); !s.ok()) {
+        failed(s);
+        KeepUnfreed(cur->id, &unlinked);
+      }
       unlinked.clear();
     }
   };
   std::vector<uint64_t> recs;
-  for (const auto& [table, seq] : ready) {
+  for (const auto& entry : ready) {
+    const auto [table, seq] = entry.first;
     TableState* t = db_->TableById(table);
     if (t == nullptr) continue;  // dropped meanwhile
     if (t != cur) {
@@ -88,28 +113,34 @@ absl::Status GarbageCollector::RunOnce() {
       cur = t;
     }
     recs.clear();
-    if (absl::Status s = t->relation->ListCollectable(seq, &recs); !s.ok()) {
-      if (first.ok()) first = s;
-      continue;
+    absl::Status s = t->relation->ListCollectable(seq, &recs);
+    if (s.ok()) s = db_->CollectRecords(t, recs, &unlinked);
+    if (!s.ok()) {
+      failed(absl::Status(s.code(), absl::StrCat("garbage collection of table ", t->schema.name,
+                                                 " data page ", seq, ": ", s.message())));
+      retry.push_back(entry);
     }
-    if (absl::Status s = db_->CollectRecords(t, recs, &unlinked); !s.ok() && first.ok()) first = s;
     if (unlinked.size() >= 4096) flush();
   }
   flush();
   std::lock_guard<std::mutex> g(mu_);
+  for (const auto& [page, cn] : retry) {
+    uint64_t& at = queue_[page];
+    at = std::max(at, cn);
+  }
   in_round_ = 0;
-  if (!first.ok()) last_error_ = first;
   return first;
 }
 
 void GarbageCollector::Loop() {
   std::unique_lock<std::mutex> g(mu_);
   while (!stop_) {
-    // Wake on notification, and now and then for pages waiting for the horizon to move.
+    // Wake on notification, and now and then for pages waiting for the horizon to move (and
+    // for pages and lines a failed round left to retry).
     cv_.wait_for(g, std::chrono::milliseconds(200));
-    if (stop_ || queue_.empty()) continue;
+    if (stop_ || (queue_.empty() && unfreed_.empty())) continue;
     g.unlock();
-    (void)RunOnce();  // errors are kept in last_error_; the pages are retried when notified
+    (void)RunOnce();  // its errors went to the database's BackgroundErrors
     g.lock();
   }
 }
@@ -134,38 +165,47 @@ absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
                                     bool count_as_gc) {
   if (t->indexes.empty() || going.empty()) return absl::OkStatus();
   const size_t ncols = t->schema.columns.size();
-  // Keys (per index) of the rows that go.
+  // Keys (per index) of the rows that go. A row that does not decode is damage: its keys are
+  // unknown, so the entries could not be kept right (a silent skip would leave them forever).
   std::vector<absl::flat_hash_set<std::string>> drop(t->indexes.size());
-  bool any = false;
   std::string key;
+  Row row;
   for (const std::string& raw : going) {
-    Row row;
-    if (!record::DecodeRow(raw, ncols, &row).ok()) continue;
+    if (absl::Status s = record::DecodeRow(raw, ncols, &row); !s.ok()) {
+      return internal::UndecodableVersion(*t, rec, std::nullopt, s);
+    }
     for (size_t i = 0; i < t->indexes.size(); ++i) {
       internal::EncodeIndexKey(*t->indexes[i], row, &key);
       drop[i].insert(key);
-      any = true;
     }
   }
-  if (!any) return absl::OkStatus();
   size_t left = 0;
   for (const auto& d : drop) left += d.size();
-  auto keep = [&](std::string_view raw) {
-    Row row;
-    if (!record::DecodeRow(raw, ncols, &row).ok()) return;
+  auto keep = [&](std::string_view raw) -> absl::Status {
+    if (absl::Status s = record::DecodeRow(raw, ncols, &row); !s.ok()) return s;
     for (size_t i = 0; i < t->indexes.size(); ++i) {
       internal::EncodeIndexKey(*t->indexes[i], row, &key);
       left -= drop[i].erase(key);
     }
+    return absl::OkStatus();
   };
   if (staying) {
-    for (const std::string& raw : *staying) keep(raw);
+    for (const std::string& raw : *staying) {
+      if (absl::Status s = keep(raw); !s.ok()) {
+        return internal::UndecodableVersion(*t, rec, std::nullopt, s);
+      }
+    }
   } else {
+    absl::Status bad;
+    std::pair<page::PageNo, uint16_t> at;
     absl::Status s = t->relation->ForEachVersion(
-        rec, [&](uint64_t writer, bool deleted, std::string_view raw) {
-          if (!deleted && txns_->StateOf(writer) != txn::kCnDead) keep(raw);
-          return left > 0;
-        });
+        rec,
+        [&](uint64_t writer, bool deleted, std::string_view raw) {
+          if (!deleted && txns_->StateOf(writer) != txn::kCnDead) bad = keep(raw);
+          return bad.ok() && left > 0;
+        },
+        &at);
+    if (!bad.ok()) return internal::UndecodableVersion(*t, rec, at, bad);
     if (!s.ok() && !absl::IsNotFound(s)) return s;
   }
   for (size_t i = 0; i < t->indexes.size(); ++i) {
@@ -178,15 +218,25 @@ absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
   return absl::OkStatus();
 }
 
-void DatabaseImpl::QueueBlobFrees(const TableState* t, const std::vector<std::string>& going,
-                                  const std::vector<std::string>& staying, page::PageNo from,
-                                  page::PageNo from2, std::vector<record::Unlinked>* unlinked) {
-  if (!t->names_blobs()) return;
+absl::Status DatabaseImpl::QueueBlobFrees(const TableState* t, uint64_t rec,
+                                          const std::vector<std::string>& going,
+                                          const std::vector<std::string>& staying,
+                                          page::PageNo from, page::PageNo from2,
+                                          std::vector<record::Unlinked>* unlinked) {
+  if (!t->names_blobs()) return absl::OkStatus();
   absl::flat_hash_set<uint64_t> gone;
-  for (const std::string& raw : going) t->AddBlobIds(raw, &gone);
-  if (gone.empty()) return;
+  for (const std::string& raw : going) {
+    if (absl::Status s = t->AddBlobIds(raw, &gone); !s.ok()) {
+      return internal::UndecodableVersion(*t, rec, std::nullopt, s);
+    }
+  }
+  if (gone.empty()) return absl::OkStatus();
   absl::flat_hash_set<uint64_t> kept;
-  for (const std::string& raw : staying) t->AddBlobIds(raw, &kept);
+  for (const std::string& raw : staying) {
+    if (absl::Status s = t->AddBlobIds(raw, &kept); !s.ok()) {
+      return internal::UndecodableVersion(*t, rec, std::nullopt, s);
+    }
+  }
   for (uint64_t id : gone) {
     if (kept.contains(id)) continue;
     record::Unlinked u;
@@ -195,6 +245,7 @@ void DatabaseImpl::QueueBlobFrees(const TableState* t, const std::vector<std::st
     u.blob = id;
     unlinked->push_back(u);
   }
+  return absl::OkStatus();
 }
 
 absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_t> recs,
@@ -202,9 +253,23 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
                                           bool* pending) {
   const uint64_t horizon = GcHorizon();
   std::shared_lock<std::shared_mutex> cat(catalog_mu_);  // the index list must not change
-  for (uint64_t rec : recs) {
+  // The versions that go or stay are decoded below (index keys, BLOBs): one that does not
+  // decode must stop the collection before the chain is cut, so the record stays as it is and
+  // the collection can be retried once the damage is dealt with.
+  const bool decodes = !t->indexes.empty() || t->names_blobs();
+  const size_t ncols = t->schema.columns.size();
+  Row scratch;
+  uint64_t rec = 0;
+  const record::Relation::VersionCheck check = [&](std::string_view raw, page::PageNo p,
+                                                   uint16_t line) {
+    absl::Status s = record::DecodeRow(raw, ncols, &scratch);
+    return s.ok() ? s : internal::UndecodableVersion(*t, rec, std::make_pair(p, line), s);
+  };
+  for (uint64_t r : recs) {
+    rec = r;
     std::lock_guard<std::mutex> g(RecordMutex(t->id, rec));
-    absl::StatusOr<record::Collected> c = t->relation->Collect(rec, horizon, kGcMarkTxn, unlinked);
+    absl::StatusOr<record::Collected> c = t->relation->Collect(
+        rec, horizon, kGcMarkTxn, unlinked, decodes ? check : record::Relation::VersionCheck());
     if (!c.ok()) return c.status();
     if (pending && c->pending) *pending = true;
     if (!c->changed) continue;
@@ -213,7 +278,11 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
     if (absl::Status s = DropKeys(t, rec, c->going, &c->staying, kGcMarkTxn, true); !s.ok()) {
       return s;
     }
-    QueueBlobFrees(t, c->going, c->staying, c->backout_page, c->cut_page, unlinked);
+    if (absl::Status s = QueueBlobFrees(t, rec, c->going, c->staying, c->backout_page,
+                                        c->cut_page, unlinked);
+        !s.ok()) {
+      return s;
+    }
     if (absl::Status s = t->relation->NoteSpaceFreed(rec, kGcMarkTxn); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -221,6 +290,11 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
 
 absl::Status DatabaseImpl::CollectGarbage() {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  if (absl::Status s = CollectAll(); !s.ok()) return s;
+  return bg_errors_.Take();  // what the background collector (or a cleanup) hit since
+}
+
+absl::Status DatabaseImpl::CollectAll() {
   std::unique_lock<std::mutex> pause;
   if (gc_) pause = gc_->Pause();
   std::vector<TableState*> tables;
@@ -231,16 +305,26 @@ absl::Status DatabaseImpl::CollectGarbage() {
   std::vector<uint64_t> recs;
   std::vector<record::Unlinked> unlinked;
   for (TableState* t : tables) {
+    // Lines unlinked but not freed are handed to the background collector to retry.
+    auto free_unlinked = [&]() {
+      absl::Status s = t->relation->FreeUnlinked(&unlinked, kGcMarkTxn);
+      if (!s.ok() && gc_) gc_->KeepUnfreed(t->id, &unlinked);
+      return s;
+    };
     const uint32_t n = t->relation->PageSequences();
     for (uint32_t seq = 0; seq < n; ++seq) {
       recs.clear();
-      if (absl::Status s = t->relation->ListCollectable(seq, &recs); !s.ok()) return s;
-      if (absl::Status s = CollectRecords(t, recs, &unlinked); !s.ok()) return s;
-      if (unlinked.size() >= 4096) {
-        if (absl::Status s = t->relation->FreeUnlinked(&unlinked, kGcMarkTxn); !s.ok()) return s;
+      absl::Status s = t->relation->ListCollectable(seq, &recs);
+      if (s.ok()) s = CollectRecords(t, recs, &unlinked);
+      if (s.ok() && unlinked.size() >= 4096) s = free_unlinked();
+      if (!s.ok()) {
+        bg_errors_.Add(free_unlinked());  // what was unlinked already still goes (or is kept)
+        return absl::Status(s.code(), absl::StrCat("garbage collection of table ",
+                                                   t->schema.name, " data page ", seq, ": ",
+                                                   s.message()));
       }
     }
-    if (absl::Status s = t->relation->FreeUnlinked(&unlinked, kGcMarkTxn); !s.ok()) return s;
+    if (absl::Status s = free_unlinked(); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/record/relation.h"
 
 namespace ember::db {
 
@@ -34,7 +35,9 @@ class GarbageCollector {
   std::unique_lock<std::mutex> Pause() { return std::unique_lock<std::mutex>(run_mu_); }
   // Pages waiting, plus those of the round in progress (0 only once their garbage is gone).
   size_t queued() const;
-  absl::Status last_error() const;
+  // Lines of `table` that were unlinked but could not be freed (FreeUnlinked failed): the next
+  // round frees them. Takes them from `*unlinked`.
+  void KeepUnfreed(uint32_t table, std::vector<record::Unlinked>* unlinked);
 
  private:
   void Loop();
@@ -45,8 +48,9 @@ class GarbageCollector {
   // (table, seq) -> CN at which its garbage becomes collectable (the highest notified).
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> queue_;  // guarded by mu_
   size_t in_round_ = 0;  // guarded by mu_: pages taken from queue_ by the running round
-  bool stop_ = false;                                         // guarded by mu_
-  absl::Status last_error_;                                   // guarded by mu_
+  // Lines per table a failed FreeUnlinked left (see KeepUnfreed).
+  std::map<uint32_t, std::vector<record::Unlinked>> unfreed_;  // guarded by mu_
+  bool stop_ = false;                                          // guarded by mu_
   std::mutex run_mu_;  // one collection round at a time
   std::thread thread_;
 };

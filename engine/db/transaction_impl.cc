@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/db/cursors.h"
+#include "engine/index/btree.h"
 #include "engine/page/data_page.h"
 #include "engine/record/record_format.h"
 #include "engine/util/coding.h"
@@ -62,6 +63,10 @@ absl::Status EncodeKeyPrefix(const IndexState& ix, const Row& values, std::strin
   return absl::OkStatus();
 }
 
+uint32_t MaxIndexKey(uint32_t page_size) {
+  return index::MaxKeySize(page_size) - 9;  // IndexEntry adds a count and up to 8 bytes
+}
+
 std::string IndexEntry(std::string_view key, uint64_t rec) {
   const size_t n = util::SignificantBytes(rec);
   std::string e;
@@ -88,15 +93,31 @@ bool ParseIndexEntry(const IndexState& ix, std::string_view entry, std::string_v
   return true;
 }
 
-void TableState::AddBlobIds(std::string_view raw, absl::flat_hash_set<uint64_t>* ids) const {
+absl::Status TableState::AddBlobIds(std::string_view raw,
+                                    absl::flat_hash_set<uint64_t>* ids) const {
   Row row;
-  if (!record::DecodeRow(raw, schema.columns.size(), &row).ok()) return;
+  if (absl::Status s = record::DecodeRow(raw, schema.columns.size(), &row); !s.ok()) return s;
   for (const Value& v : row) {
     if (const auto* b = std::get_if<BlobId>(&v);
         b && b->value != 0 && !blob::IsTemp(b->value) && blob::IdRelation(b->value) == id) {
       ids->insert(b->value);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status UndecodableVersion(const TableState& t, uint64_t rec,
+                                std::optional<std::pair<page::PageNo, uint16_t>> at,
+                                const absl::Status& cause) {
+  if (!at) {
+    absl::StatusOr<page::PageNo> p = t.relation->RecordPage(rec);
+    if (p.ok()) at.emplace(*p, page::RecordLine(rec));
+  }
+  const std::string place =
+      at ? absl::StrCat("page ", at->first, " line ", at->second) : std::string("unknown page");
+  return absl::DataLossError(absl::StrCat("table ", t.schema.name, " record ", rec,
+                                          ": the version at ", place, " does not decode: ",
+                                          cause.message()));
 }
 
 }  // namespace internal
@@ -135,7 +156,13 @@ TransactionImpl::TransactionImpl(DatabaseImpl* db, const TransactionOptions& opt
 }
 
 TransactionImpl::~TransactionImpl() {
-  if (state_ == State::kActive || state_ == State::kFailed) (void)Rollback();
+  if (state_ != State::kActive && state_ != State::kFailed) return;
+  // No caller can hear this rollback's error: it becomes a background error.
+  if (absl::Status s = Rollback(); !s.ok()) {
+    db_->background_errors()->Add(absl::Status(
+        s.code(), absl::StrCat("transaction ", id_, " rolled back by its destructor: ",
+                               s.message())));
+  }
 }
 
 absl::Status TransactionImpl::CheckActive() const {
@@ -240,6 +267,8 @@ absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, 
         // it has the key.
         bool dup = false;
         uint64_t uncommitted_other = 0;
+        absl::Status bad;
+        std::pair<page::PageNo, uint16_t> at;
         absl::Status s = ix->table->relation->ForEachVersion(
             rec, [&](uint64_t writer, bool deleted, std::string_view raw) {
               const uint64_t cn = db_->txns_->StateOf(writer);
@@ -247,7 +276,10 @@ absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, 
               Row row;
               std::string k;
               bool has_key = false;
-              if (!deleted && record::DecodeRow(raw, ncols, &row).ok()) {
+              if (!deleted) {
+                // A version that does not decode could hold the key: no answer is safe.
+                bad = record::DecodeRow(raw, ncols, &row);
+                if (!bad.ok()) return false;
                 internal::EncodeIndexKey(*ix, row, &k);
                 has_key = k == key;
               }
@@ -265,7 +297,9 @@ absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, 
               if (uncommitted_other) return false;
               uncommitted_other = writer;
               return true;
-            });
+            },
+            &at);
+        if (!bad.ok()) return internal::UndecodableVersion(*ix->table, rec, at, bad);
         if (!s.ok() && !absl::IsNotFound(s)) return s;
         if (dup) {
           return absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name,
@@ -302,6 +336,12 @@ absl::StatusOr<std::vector<IndexState*>> TransactionImpl::AddKeys(TableState* t,
       continue;
     }
     const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
+    if (const uint32_t max = db_->max_key_size(); key.size() > max) {
+      // Refused before the tree sees it, so the call's undo has nothing to take back there.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "index ", ix->schema.name, ": key of ", key.size(),
+          " bytes is longer than the maximum of ", max, " (Database::max_key_size)"));
+    }
     *changed = true;
     // A unique key whose entry went in with no entry of the same key around it needs no
     // check: a writer of the same key after us will find ours.

@@ -72,7 +72,8 @@ absl::Status TransactionImpl::QueueUndoneBlobs(TableState* t, uint64_t rec,
   absl::StatusOr<page::PageNo> p = t->relation->RecordPage(rec);
   if (!p.ok()) return absl::OkStatus();
   const size_t first = unlinked->size();
-  db_->QueueBlobFrees(t, {removed}, staying, *p, page::kNoPage, unlinked);
+  s = db_->QueueBlobFrees(t, rec, {removed}, staying, *p, page::kNoPage, unlinked);
+  if (!s.ok()) return s;
   if (!dropped_blobs_.empty()) {  // FreeDroppedBlobs must not free these a second time
     for (size_t i = first; i < unlinked->size(); ++i) undone_blobs_.insert((*unlinked)[i].blob);
   }
@@ -83,10 +84,11 @@ void TransactionImpl::NoteDroppedBlobs(TableState* t, uint64_t rec, const std::s
                                        const std::string* replacing) {
   if (gone.empty() || !t->names_blobs()) return;
   absl::flat_hash_set<uint64_t> ids;
-  t->AddBlobIds(gone, &ids);
-  if (ids.empty()) return;
+  // `gone` was the record's version a moment ago and `replacing` was just encoded: if one does
+  // not decode, FreeDroppedBlobs's walk of the chain reports it at the transaction's end.
+  if (!t->AddBlobIds(gone, &ids).ok() || ids.empty()) return;
   absl::flat_hash_set<uint64_t> kept;
-  if (replacing) t->AddBlobIds(*replacing, &kept);
+  if (replacing && !t->AddBlobIds(*replacing, &kept).ok()) return;
   for (uint64_t id : ids) {
     if (!kept.contains(id)) dropped_blobs_.push_back({t->id, rec, id});
   }
@@ -123,12 +125,20 @@ absl::Status TransactionImpl::FreeDroppedBlobs() {
     // transaction found, whose versions our horizon keeps from the collector.
     absl::flat_hash_set<uint64_t> named;
     std::lock_guard<std::mutex> g(db_->RecordMutex(table, rec));
+    absl::Status bad;
+    std::pair<page::PageNo, uint16_t> at;
     absl::Status s = t->relation->ForEachVersion(
-        rec, [&](uint64_t, bool deleted, std::string_view raw) {
-          if (!deleted) t->AddBlobIds(raw, &named);
-          return true;
-        });
+        rec,
+        [&](uint64_t, bool deleted, std::string_view raw) {
+          if (!deleted) bad = t->AddBlobIds(raw, &named);
+          return bad.ok();
+        },
+        &at);
     absl::StatusOr<page::PageNo> page = t->relation->RecordPage(rec);
+    if (!bad.ok()) {  // which BLOBs the chain still names is unknown: free none of them
+      result.Update(internal::UndecodableVersion(*t, rec, at, bad));
+      continue;
+    }
     if (!s.ok() && !absl::IsNotFound(s)) {
       result.Update(s);
       continue;
@@ -276,13 +286,27 @@ void TransactionImpl::HandPagesToCollector(uint64_t cn, bool dead) {
 absl::Status TransactionImpl::Commit() {
   Statement stmt(this);
   if (absl::Status s = CheckActive(); !s.ok()) return s;
-  if (absl::Status b = EndBlobs(); !b.ok()) return b;
-  (void)FreeDroppedBlobs();  // best effort: what it cannot free stays an orphan for Validate
+  // The cleanup runs before the commit point (FreeDroppedBlobs needs our versions to still
+  // hold their records). Its failure leaves only unreferenced pages behind, so the commit goes
+  // ahead; a committed transaction must not look like a failed one (transaction.h).
+  absl::Status cleanup = EndBlobs();
+  cleanup.Update(FreeDroppedBlobs());
   absl::Status s = wrote_ ? db_->txns_->Commit(id_) : db_->txns_->CommitNoWrites(id_);
   state_ = s.ok() ? State::kCommitted : State::kFailed;
   undo_.reset();
-  if (s.ok()) HandPagesToCollector(db_->txns_->StateOf(id_), /*dead=*/false);
-  return s;
+  if (!s.ok()) {
+    if (cleanup.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (its cleanup before the commit ",
+                                               "failed too: ", cleanup.message(), ")"));
+  }
+  HandPagesToCollector(db_->txns_->StateOf(id_), /*dead=*/false);
+  if (!cleanup.ok()) {
+    db_->background_errors()->Add(absl::Status(
+        cleanup.code(), absl::StrCat("transaction ", id_, " committed, but its cleanup failed ",
+                                     "(pages it could not free stay allocated): ",
+                                     cleanup.message())));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TransactionImpl::Rollback() {
@@ -293,8 +317,16 @@ absl::Status TransactionImpl::Rollback() {
   const bool failed = state_ == State::kFailed;
   state_ = State::kRolledBack;
   if (!db_->open_.load()) return absl::OkStatus();  // dead after the next open anyway
-  (void)EndBlobs();
-  if (!wrote_) return db_->txns_->CommitNoWrites(id_, false);  // nothing to undo
+  absl::Status cleanup = EndBlobs();
+  // The rollback's own outcome `s`, then the cleanup's error, which does not undo it.
+  auto result = [&](absl::Status s) {
+    if (!s.ok() || cleanup.ok()) return s;
+    return absl::Status(cleanup.code(),
+                        absl::StrCat("rollback of transaction ", id_, " is done, but its cleanup ",
+                                     "failed (pages it could not free stay allocated): ",
+                                     cleanup.message()));
+  };
+  if (!wrote_) return result(db_->txns_->CommitNoWrites(id_, false));  // nothing to undo
   absl::Status undo_error;
   if (undo_ && !failed) {
     // Undo everything; then nothing of ours is left, and the transaction can count as
@@ -303,17 +335,17 @@ absl::Status TransactionImpl::Rollback() {
     while (s.ok() && undo_->depth() > 0) s = RollbackTop();
     undo_.reset();
     if (s.ok()) {
-      (void)FreeDroppedBlobs();  // as in Commit
+      cleanup.Update(FreeDroppedBlobs());  // as in Commit
       s = db_->txns_->Commit(id_, /*counted=*/false);
     }
-    if (s.ok()) return s;
+    if (s.ok()) return result(s);
     undo_error = std::move(s);
   }
   undo_.reset();
-  (void)FreeDroppedBlobs();  // our dead versions still head their chains
+  cleanup.Update(FreeDroppedBlobs());  // our dead versions still head their chains
   absl::Status s = db_->txns_->MarkDead(id_);
   HandPagesToCollector(0, /*dead=*/true);  // dead versions are garbage at once
-  if (undo_error.ok()) return s;
+  if (undo_error.ok()) return result(s);
   // The rollback's outcome holds (a dead transaction's versions are invisible) but the caller
   // must hear why the undo failed: it is an I/O error or damage the database has.
   return absl::Status(
@@ -321,7 +353,9 @@ absl::Status TransactionImpl::Rollback() {
       absl::StrCat("rollback of transaction ", id_, ": undoing its changes failed (",
                    undo_error.message(), "); ",
                    s.ok() ? "it was marked dead instead, so none of its changes are visible"
-                          : absl::StrCat("marking it dead failed too: ", s.message())));
+                          : absl::StrCat("marking it dead failed too: ", s.message()),
+                   cleanup.ok() ? "" : absl::StrCat("; its cleanup failed too: ",
+                                                    cleanup.message())));
 }
 
 }  // namespace ember::db

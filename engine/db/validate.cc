@@ -50,26 +50,50 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
     return s;
   }
   absl::flat_hash_map<uint32_t, absl::flat_hash_set<uint64_t>> records;  // table id -> records
-  // The pages of every stored BLOB are reachable through its header record.
+  // The pages of every stored BLOB are reachable through its header record. Each is read (its
+  // checksum verified by the cache) and must be a BLOB page of the relation: a damaged BLOB
+  // page is found here, not by the next reader. A list page's entries go to `listed`.
+  auto check_blob_page = [&](uint32_t rel, page::PageNo p, bool list,
+                             std::vector<page::PageNo>* listed) {
+    pages.push_back(p);
+    const char* what = list ? "list" : "data";
+    absl::StatusOr<cache::PageRef> r = cache_->Fetch(p, cache::LatchMode::kShared);
+    if (!r.ok()) {
+      rep.errors.push_back(absl::StrCat("relation ", rel, ": BLOB ", what, " page ", p, ": ",
+                                        r.status().message()));
+      return;
+    }
+    const uint8_t* d = r->data();
+    const bool is_list = (page::GetFlags(d) & page::kBlobListPage) != 0;
+    const uint32_t cap = list ? page::BlobListCapacity(ps) : page::BlobPageCapacity(ps);
+    // (Not the relation id: the pages of a BLOB written as a temporary one keep relation 0.)
+    if (page::GetType(d) != page::PageType::kBlob || is_list != list ||
+        page::BlobUsed(d) > cap) {
+      rep.errors.push_back(absl::StrCat("relation ", rel, ": page ", p, " is not a BLOB ", what,
+                                        " page (a ", page::PageTypeName(page::GetType(d)),
+                                        " page, ", page::BlobUsed(d), " used)"));
+      return;
+    }
+    if (!listed) return;
+    for (uint32_t i = 0; i < page::BlobUsed(d); ++i) {
+      listed->push_back(util::Get32(page::BlobData(d) + 4 * i));
+    }
+  };
   auto on_blob = [&](uint32_t rel, std::string_view body) {
     absl::StatusOr<blob::BlobHeader> h = blob::DecodeBlobHeader(body);
     if (!h.ok()) {
       rep.errors.push_back(absl::StrCat("relation ", rel, ": ", h.status().message()));
       return;
     }
+    std::vector<page::PageNo> data_pages;
     for (page::PageNo p : h->pages) {
-      pages.push_back(p);
-      if (h->level != 2) continue;
-      absl::StatusOr<cache::PageRef> r = cache_->Fetch(p, cache::LatchMode::kShared);
-      if (!r.ok() || page::GetType(r->data()) != page::PageType::kBlob ||
-          page::BlobUsed(r->data()) > page::BlobListCapacity(ps)) {
-        rep.errors.push_back(absl::StrCat("relation ", rel, ": BLOB list page ", p, " is bad"));
-        continue;
-      }
-      for (uint32_t i = 0; i < page::BlobUsed(r->data()); ++i) {
-        pages.push_back(util::Get32(page::BlobData(r->data()) + 4 * i));
+      if (h->level == 2) {
+        check_blob_page(rel, p, /*list=*/true, &data_pages);
+      } else {
+        data_pages.push_back(p);
       }
     }
+    for (page::PageNo p : data_pages) check_blob_page(rel, p, /*list=*/false, nullptr);
   };
   // Orphan BLOBs: headers no version names (their pages count as used until freed below).
   std::vector<std::pair<internal::TableState*, std::vector<uint64_t>>> orphans;  // per table
@@ -86,10 +110,11 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
         },
         [&](std::string_view raw) {
           Row row;
-          if (!record::DecodeRow(raw, ncols, &row).ok()) return;
+          if (absl::Status d = record::DecodeRow(raw, ncols, &row); !d.ok()) return d;
           for (const Value& v : row) {
             if (const auto* b = std::get_if<BlobId>(&v)) named.insert(b->value);
           }
+          return absl::OkStatus();
         });
     if (!s.ok()) return s;
     std::vector<uint64_t> table_orphans;
@@ -144,6 +169,9 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
     if (*free) continue;
     rep.unreachable_pages.push_back(p);
   }
+  // A damaged page can hide references to pages that then only look unreachable (or to the
+  // BLOBs that look orphaned): with errors, nothing is freed.
+  if (!rep.ok()) return rep;
   if (options.free_unreachable && !rep.unreachable_pages.empty()) {
     for (page::PageNo p : rep.unreachable_pages) {
       if (absl::Status s = space_->Free(p, 0); !s.ok()) return s;

@@ -53,7 +53,8 @@ class BTree {
   // index checks its key this way without a second descent in the common case.
   absl::Status Insert(std::string_view key, uint64_t value, uint64_t txn, size_t prefix = 0,
                       bool* alone = nullptr);
-  // Removes the exact key. NotFound if absent. (Pages are not merged; empty leaves stay linked.)
+  // Removes the exact key. NotFound if absent, a key longer than MaxKeySize included (the
+  // tree never took it). (Pages are not merged; empty leaves stay linked.)
   absl::Status Remove(std::string_view key, uint64_t txn);
 
   // A cursor over entries in key order. It holds no latch between calls: after each leaf it

@@ -504,7 +504,8 @@ absl::StatusOr<VisibleVersion> Relation::Read(uint64_t rec, const ReadView& view
 }
 
 absl::Status Relation::ForEachVersion(
-    uint64_t rec, const std::function<bool(uint64_t, bool, std::string_view)>& fn) {
+    uint64_t rec, const std::function<bool(uint64_t, bool, std::string_view)>& fn,
+    std::pair<PageNo, uint16_t>* at) {
   absl::StatusOr<PageNo> p = PageOf(page::RecordDpSequence(rec));
   if (!p.ok()) return p.status();
   std::string cur;
@@ -516,13 +517,23 @@ absl::Status Relation::ForEachVersion(
     cur.assign(*first);
   }
   std::string newer_raw;
+  std::pair<PageNo, uint16_t> here{*p, page::RecordLine(rec)};
   for (int hops = 0; hops < kMaxChain; ++hops) {
     RecordHeader h;
-    if (!DecodeHeader(cur, &h)) return absl::DataLossError("corrupt record header");
+    if (!DecodeHeader(cur, &h)) {
+      return absl::DataLossError(
+          absl::StrCat("page ", here.first, " line ", here.second, ": corrupt record header"));
+    }
     absl::StatusOr<std::string> raw = RawBody(h, cur, newer_raw);
-    if (!raw.ok()) return raw.status();
+    if (!raw.ok()) {
+      return absl::Status(raw.status().code(), absl::StrCat("page ", here.first, " line ",
+                                                            here.second, ": ",
+                                                            raw.status().message()));
+    }
+    if (at) *at = here;
     if (!fn(h.txn, (h.flags & kRecDeleted) != 0, *raw)) return absl::OkStatus();
     if (h.back_page == page::kNoPage) return absl::OkStatus();
+    here = {h.back_page, h.back_line};
     newer_raw = std::move(*raw);
     absl::StatusOr<std::string> b = ReadLine(h.back_page, h.back_line);
     if (!b.ok()) return b.status();
@@ -998,7 +1009,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
 absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageNo>* pages,
                              const std::function<void(uint64_t)>& on_record, uint64_t* versions,
                              const BlobVisitor& on_blob,
-                             const std::function<void(std::string_view)>& on_version) {
+                             const std::function<absl::Status(std::string_view)>& on_version) {
   std::vector<PageInfo> infos;
   {
     std::shared_lock<std::shared_mutex> g(mu_);
@@ -1047,12 +1058,20 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
       }
       const uint64_t rec_no = page::MakeRecordNo(seq, line);
       r->Release();  // ForEachVersion fetches the page itself
-      absl::Status s = ForEachVersion(rec_no, [&](uint64_t, bool deleted, std::string_view raw) {
-        ++*versions;
-        if (!deleted && on_version) on_version(raw);
-        return true;
-      });
-      if (!s.ok()) {
+      absl::Status bad;  // what on_version said of the version at `at`
+      std::pair<PageNo, uint16_t> at;
+      absl::Status s = ForEachVersion(
+          rec_no,
+          [&](uint64_t, bool deleted, std::string_view raw) {
+            ++*versions;
+            if (!deleted && on_version) bad = on_version(raw);
+            return bad.ok();
+          },
+          &at);
+      if (!bad.ok()) {
+        errors->push_back(absl::StrCat(Where(id_, rec_no), ": the version at page ", at.first,
+                                       " line ", at.second, " does not decode: ", bad.message()));
+      } else if (!s.ok()) {
         errors->push_back(absl::StrCat(Where(id_, rec_no), ": ", s.message()));
       } else {
         // Every page the chain reaches is in use, listed in a pointer page or not: a crash can

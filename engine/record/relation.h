@@ -156,10 +156,17 @@ class Relation {
   // Garbage collection of one record against `horizon_cn` (every active snapshot sees versions
   // committed at or before it): a dead head is backed out; versions below the newest one
   // committed at or before the horizon go; a delete stub so committed takes the whole record.
-  // A record whose head belongs to an active transaction is left alone.
+  // A record whose head belongs to an active transaction is left alone. `check`, if given, sees
+  // the raw row of every version the collection will hand back (in `going` / `staying`), with
+  // its page and line, before anything changes: an error it returns stops the collection of
+  // this record with the record untouched (a version that does not decode, say).
+  using VersionCheck =
+      std::function<absl::Status(std::string_view raw, page::PageNo page, uint16_t line)>;
   absl::StatusOr<Collected> Collect(uint64_t rec, uint64_t horizon_cn, uint64_t mark_txn,
-                                    std::vector<Unlinked>* unlinked);
+                                    std::vector<Unlinked>* unlinked,
+                                    const VersionCheck& check = {});
   // Writes the pages the lines were unlinked from, then frees the lines (and their fragments).
+  // On an error, `*unlinked` keeps what is still to free and can be passed again (a retry).
   absl::Status FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn);
   // Walks every data page counting versions (for Database::TableStats).
   absl::Status GetVersionStats(VersionStats* out);
@@ -174,9 +181,11 @@ class Relation {
   // Deletes the BLOB header record at (p, line) for `mark_txn`; DataLoss if it is not one.
   absl::Status DeleteBlobRecord(page::PageNo p, uint16_t line, uint64_t mark_txn);
   // Visits the versions of a record, newest first (raw bodies; stubs give deleted = true),
-  // while `fn` returns true.
+  // while `fn` returns true. `at`, if given, holds the page and line of the version last
+  // passed to `fn` (so a caller that stops on a version it cannot decode can name it).
   absl::Status ForEachVersion(
-      uint64_t rec, const std::function<bool(uint64_t txn, bool deleted, std::string_view raw)>& fn);
+      uint64_t rec, const std::function<bool(uint64_t txn, bool deleted, std::string_view raw)>& fn,
+      std::pair<page::PageNo, uint16_t>* at = nullptr);
 
   // Number of data page sequences (primary and secondary).
   uint32_t PageSequences() const;
@@ -212,7 +221,7 @@ class Relation {
   absl::Status Check(std::vector<std::string>* errors, std::vector<page::PageNo>* pages,
                      const std::function<void(uint64_t rec)>& on_record, uint64_t* versions,
                      const BlobVisitor& on_blob = {},
-                     const std::function<void(std::string_view raw)>& on_version = {});
+                     const std::function<absl::Status(std::string_view raw)>& on_version = {});
 
  private:
   struct PageInfo {

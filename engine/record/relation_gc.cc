@@ -113,7 +113,8 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
 }
 
 absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, uint64_t mark_txn,
-                                            std::vector<Unlinked>* unlinked) {
+                                            std::vector<Unlinked>* unlinked,
+                                            const VersionCheck& check) {
   Collected out;
   absl::StatusOr<PageNo> pno = PageOf(page::RecordDpSequence(rec));
   if (!pno.ok()) return out;
@@ -137,6 +138,11 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
     const uint64_t cn = tm_->StateOf(h.txn);
     if (cn == txn::kCnDead) {
       const size_t size = cur->size();
+      if (check && !(h.flags & kRecDeleted)) {
+        absl::StatusOr<std::string> head = RawBody(h, *cur, std::string());
+        if (!head.ok()) return head.status();
+        if (absl::Status s = check(*head, *pno, line); !s.ok()) return s;
+      }
       std::string raw;
       if (absl::Status s = BackoutLatched(P, *pno, line, mark_txn, unlinked, &raw); !s.ok()) {
         return s;
@@ -164,6 +170,9 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
         RawBody(v.h, v.rec, chain.size() > 1 ? chain[chain.size() - 2].raw : std::string());
     if (!raw.ok()) return raw.status();
     v.raw = std::move(*raw);
+    if (check && !(v.h.flags & kRecDeleted)) {
+      if (absl::Status s = check(v.raw, v.page, v.line); !s.ok()) return s;
+    }
     if (keep == SIZE_MAX && txn::IsCommittedCn(v.cn) && v.cn <= horizon_cn) keep = chain.size() - 1;
     if (v.h.back_page == page::kNoPage) break;
     Version b{v.h.back_page, v.h.back_line, {}, {}, {}, 0};
@@ -283,21 +292,33 @@ absl::Status Relation::FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t ma
   }
   std::sort(from.begin(), from.end());
   from.erase(std::unique(from.begin(), from.end()), from.end());
-  if (absl::Status s = cache_->FlushPages(from); !s.ok()) return s;
+  if (absl::Status s = cache_->FlushPages(from); !s.ok()) return s;  // all can be retried
   std::vector<uint64_t> blobs;
-  for (const Unlinked& u : *unlinked) {
+  for (size_t i = 0; i < unlinked->size(); ++i) {
+    const Unlinked& u = (*unlinked)[i];
     if (u.blob != 0) {
       blobs.push_back(u.blob);
-    } else if (absl::Status s = FreeLine(u, mark_txn); !s.ok()) {
+      continue;
+    }
+    if (absl::Status s = FreeLine(u, mark_txn); !s.ok()) {
+      // Left for a retry: this line and the rest, and the BLOBs not freed yet.
+      std::vector<Unlinked> left;
+      for (size_t k = 0; k < i; ++k) {
+        if ((*unlinked)[k].blob != 0) left.push_back((*unlinked)[k]);
+      }
+      left.insert(left.end(), unlinked->begin() + static_cast<ptrdiff_t>(i), unlinked->end());
+      *unlinked = std::move(left);
       return s;
     }
   }
+  // A BLOB freed halfway (its header record gone, its pages not) cannot be retried; its pages
+  // are unreachable, which Validate and the reclamation after a crash find.
+  unlinked->clear();
   if (!blobs.empty() && blob_freer_) {
     std::sort(blobs.begin(), blobs.end());
     blobs.erase(std::unique(blobs.begin(), blobs.end()), blobs.end());
     if (absl::Status s = blob_freer_(blobs, mark_txn); !s.ok()) return s;
   }
-  unlinked->clear();
   return absl::OkStatus();
 }
 

@@ -19,7 +19,9 @@
 namespace ember {
 
 struct ValidateOptions {
-  // Return unreachable pages to the free list, and free orphan BLOBs (with their pages).
+  // Return unreachable pages to the free list, and free orphan BLOBs (with their pages). Only
+  // when the walk found no errors: a damaged page can hide references to pages that then only
+  // look unreachable, so with errors nothing is freed.
   bool free_unreachable = false;
 };
 
@@ -50,7 +52,9 @@ class Database {
   virtual ~Database() = default;  // closes if still open (errors are dropped: call Close)
 
   // Ends every transaction still active (rolled back), writes what is dirty, marks the file
-  // cleanly closed. The object is unusable afterwards.
+  // cleanly closed. The object is unusable afterwards. When that succeeded, returns the first
+  // background error not reported yet (DatabaseStats::background_errors): the file is then
+  // closed cleanly all the same.
   virtual absl::Status Close() = 0;
 
   virtual absl::StatusOr<std::unique_ptr<Transaction>> Begin(
@@ -63,9 +67,9 @@ class Database {
   virtual absl::StatusOr<Index> GetIndex(std::string_view name) = 0;
   virtual std::vector<std::string> TableNames() = 0;
 
-  // Walks every page: checksums, pointer/data page agreement, record chains, B-tree order,
-  // index entries pointing at records, unreachable pages. Problems go to the report; the
-  // status is an error only when the walk itself could not run.
+  // Walks every page: checksums (BLOB pages included), pointer/data page agreement, record
+  // chains, that every version decodes, B-tree order, index entries, unreachable pages.
+  // Problems go to the report; the status is an error only when the walk itself could not run.
   virtual absl::StatusOr<ValidationReport> Validate(const ValidateOptions& options = {}) = 0;
 
   virtual DatabaseStats stats() = 0;
@@ -73,8 +77,15 @@ class Database {
   virtual absl::StatusOr<TableStats> GetTableStats(const Table& table) = 0;
   // Collects the garbage of every table now (what the background collector and readers do
   // bit by bit): versions no active snapshot can see, dead versions, and their index entries.
+  // Returns its own error, or else the first background error not reported yet (see
+  // DatabaseStats::background_errors), once.
   virtual absl::Status CollectGarbage() = 0;
   virtual const Options& options() const = 0;
+  // The longest index key this database takes, in encoded bytes over all key columns: NULL
+  // 1, int64 / double / BLOB 9, string / bytes 3 + length + one per zero byte. It depends on
+  // the page size (789 at 4 KB, 1608 at 8 KB). An Insert or Update whose key for some index is
+  // longer fails with InvalidArgument and changes nothing; the transaction goes on.
+  virtual uint32_t max_key_size() const = 0;
 };
 
 }  // namespace ember

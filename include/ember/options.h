@@ -27,6 +27,12 @@ struct Options {
   // torn page cannot happen and the copies only cost writes. Off or on, open repairs what an
   // earlier session protected.
   bool doublewrite = true;
+  // After an unclean end (DatabaseStats::opened_after_crash), Open walks the whole database as
+  // Validate does and frees the pages and orphan BLOBs the crash leaked, unless the walk finds
+  // damage (then it frees nothing and reports it, see DatabaseStats::background_errors). It
+  // reads every page once: off, Open stays fast for a very large file, and the leaks stay
+  // until Validate(free_unreachable).
+  bool reclaim_after_crash = true;
   // --- temp space (used by later layers: undo-log overflow, temporary BLOBs, sorts)
   std::vector<std::string> temp_directories;  // TempDirectories; EMBER_TMP overrides; default /tmp
   uint64_t temp_cache_limit = 64ull << 20;    // TempCacheLimit in bytes

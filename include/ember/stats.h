@@ -1,6 +1,7 @@
 // Counters as Firebird's trace reports them, per statement, transaction and database.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace ember {
 
@@ -35,6 +36,19 @@ struct DatabaseStats {
   uint64_t gc_records_removed = 0;    // deleted records removed entirely
   uint64_t gc_index_entries_removed = 0;
   uint64_t gc_pages_queued = 0;       // data pages waiting for (or in) the background collector
+  // Errors no call could return when they happened, since open: the background collector's
+  // (a page it failed on is retried by its next round), cleanup after a commit that was
+  // already durable (Transaction::Commit), a rollback run by a Transaction's destructor, and
+  // damage that kept the reclamation after a crash from freeing anything. The first one not
+  // yet reported is also returned by the next Database::CollectGarbage or Close.
+  uint64_t background_errors = 0;
+  std::string last_background_error;  // the newest of them ("" if none)
+  // The file was not closed cleanly last time (a crash, a kill, a power loss). Pages such an
+  // end leaks (allocated, referenced by nothing) and orphan BLOBs are freed at open when
+  // Options::reclaim_after_crash is set and the walk that finds them finds no damage.
+  bool opened_after_crash = false;
+  uint64_t pages_reclaimed_at_open = 0;       // leaked pages freed at open
+  uint64_t blob_pages_reclaimed_at_open = 0;  // pages of orphan BLOBs freed at open
 };
 
 // Versions and garbage of one table (Database::GetTableStats walks its pages).

@@ -85,6 +85,8 @@ class Cursor {
 //   (committed after our snapshot, or still active with wait = false / timeout).
 // - AlreadyExists "unique index ...": a visible or in-flight record has the same key.
 // - FailedPrecondition: the transaction is already committed or rolled back.
+// - InvalidArgument "index ... key of N bytes": a key longer than Database::max_key_size(); the
+//   call changed nothing and the transaction goes on.
 class Transaction {
  public:
   virtual ~Transaction() = default;  // rolls back if still active
@@ -146,13 +148,22 @@ class Transaction {
   // Size of the undo log now and at its peak.
   virtual UndoLogStats undo_stats() const = 0;
 
-  // Makes every change durable (forced writes) and visible to later snapshots.
+  // Makes every change durable (forced writes) and visible to later snapshots. OK means the
+  // transaction is committed. Its cleanup (ending its temporary BLOBs, freeing the stored BLOBs
+  // its changes dropped) runs just before the commit point; if that fails, the commit still
+  // goes ahead (a BLOB left unfreed only wastes pages, which Validate(free_unreachable) or the
+  // reclamation after a crash frees) and the cleanup's error is reported as a background
+  // error (DatabaseStats::background_errors, the next CollectGarbage or Close): Commit returns
+  // OK for a committed transaction, and an error only when it is not committed.
   virtual absl::Status Commit() = 0;
   // Undoes every change through the undo log, leaving no versions behind (the transaction then
   // counts as committed with nothing in it, so it holds back no one); without an undo log
   // (no_savepoint) or if the undo fails, marks the transaction dead instead. The transaction
   // has ended either way. When the undo failed (an I/O error, a damaged page), Rollback returns
   // that error, saying the transaction was marked dead: none of its changes are visible.
+  // When the rollback itself worked but its cleanup (ending temporary BLOBs, freeing stored
+  // BLOBs) failed, Rollback returns that error, saying the rollback is done. A rollback run by
+  // the destructor reports its error as a background error (DatabaseStats::background_errors).
   virtual absl::Status Rollback() = 0;
   // Page counters of the whole transaction so far, and of its last call (a "statement";
   // a cursor's page work counts to the call that made it and to the transaction).
