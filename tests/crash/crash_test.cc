@@ -207,7 +207,7 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
 // ---------------------------------------------------------------- 2. power loss
 
 struct PowerLossStats {
-  uint64_t commits = 0, rollbacks = 0, in_flight = 0, unreachable = 0, reverted = 0;
+  uint64_t commits = 0, rollbacks = 0, in_flight = 0, unreachable = 0, reverted = 0, torn = 0;
   uint64_t cuts = 0, cut_in_commit = 0, in_doubt_kept = 0;
 };
 
@@ -293,6 +293,7 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
     d.db->SimulateCrash();
     RequireWritePath(opts.use_io_uring, d.file()->write_path_counts(), round == 0);
     stats->reverted += d.LosePower(rng);
+    if (d.reorder != nullptr) stats->torn += d.reorder->torn();
     in_flight.reset();  // a no-op rollback: the database is gone
     d.db.reset();
 
@@ -321,7 +322,7 @@ void PowerLossTest(LossModel loss, const char* name) {
   if (Verbosity() > 0) {
     Report("[crash] ", name, ": seed ", seed, ", ", runs, " runs, ", stats.commits, " commits, ",
            stats.rollbacks, " rollbacks, ", stats.in_flight, " in flight, ", stats.unreachable,
-           " unreachable pages freed, ", stats.reverted, " page versions lost, ", stats.cuts,
+           " unreachable pages freed, ", stats.reverted, " page versions lost (", stats.torn, " torn), ", stats.cuts,
            " power cuts (", stats.cut_in_commit, " in a commit, ", stats.in_doubt_kept,
            " of those durable)");
   }

@@ -145,7 +145,7 @@ enum class LossModel { kDropUnsynced, kReorder };
 // these tests fail at page sizes above 4096, so the switch stays off. The doublewrite turns it on.
 inline constexpr bool kTearWrites = false;
 // Of the unsynced writes a power loss keeps, the share (percent) torn when kTearWrites is on.
-inline constexpr unsigned kTearPercent = 25;
+inline constexpr unsigned kTearPercent = 50;
 
 // The page sizes the crash tests draw from, 8192 (the default) among them.
 inline constexpr uint32_t kCrashPageSizes[] = {4096, 8192, 16384};
