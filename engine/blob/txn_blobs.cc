@@ -375,7 +375,11 @@ absl::StatusOr<uint64_t> TxnBlobs::StoreHeader(BlobHeader& h, std::unique_ptr<Pa
   if (!loc.ok()) return loc.status();
   stored_ok = true;
   links->push_back(loc->first);
-  return StoredId(rel->id(), loc->first, loc->second);
+  const uint64_t id = StoredId(rel->id(), loc->first, loc->second);
+  // The id may be one this transaction read before and freed since (a savepoint rollback or a
+  // failed statement undid the row that stored it): its decoded header is another BLOB's.
+  stored_.erase(id);
+  return id;
 }
 
 absl::StatusOr<uint64_t> TxnBlobs::StoreCompressed(std::string_view bytes, record::Relation* rel,

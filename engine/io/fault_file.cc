@@ -1,9 +1,12 @@
 // Fault-injecting File for crash and I/O-error tests (model described in fault_file.h).
-// Every mutating call holds mu_ across the base operation, so the undo list is in the same order
-// as the writes hit the base file and newest-first replay is exact even for overlapping writes.
+// Writes are counted, failed and recorded in BeforeWrite, which the base file calls just before
+// each request reaches the kernel; the undo list is in the order the requests were let through,
+// so newest-first replay is exact even for overlapping writes (which are never concurrent).
 #include "engine/io/fault_file.h"
 
 #include <algorithm>
+
+#include "absl/strings/str_cat.h"
 
 namespace ember::io {
 
@@ -11,82 +14,118 @@ FaultFile::FaultFile(std::unique_ptr<File> base) : base_(std::move(base)) {
   // Whatever the file holds when wrapped counts as durable.
   absl::StatusOr<uint64_t> size = base_->Size();
   synced_size_ = size.ok() ? *size : 0;
+  hooked_ = base_->SetWriteHook(this);
+}
+
+FaultFile::~FaultFile() {
+  if (hooked_) base_->SetWriteHook(nullptr);
 }
 
 void FaultFile::FailWriteAfter(uint64_t n, int err, bool sticky) {
   std::lock_guard<std::mutex> lock(mu_);
-  fail_write_at_ = n == 0 ? 0 : writes_.load() + n;
-  fail_write_err_ = err;
-  fail_write_sticky_ = sticky;
+  write_fault_ = {n == 0 ? 0 : writes_.load() + n, err, sticky};
 }
 
 void FaultFile::FailSyncAfter(uint64_t n, int err, bool sticky) {
   std::lock_guard<std::mutex> lock(mu_);
-  fail_sync_at_ = n == 0 ? 0 : syncs_.load() + n;
-  fail_sync_err_ = err;
-  fail_sync_sticky_ = sticky;
+  sync_fault_ = {n == 0 ? 0 : syncs_.load() + n, err, sticky};
 }
 
-// Counts the write and decides whether it fails. Caller holds mu_.
-absl::Status FaultFile::MaybeFailWrite(uint64_t offset) {
+void FaultFile::FailReadAfter(uint64_t n, int err, bool sticky) {
+  std::lock_guard<std::mutex> lock(mu_);
+  read_fault_ = {n == 0 ? 0 : reads_.load() + n, err, sticky};
+}
+
+void FaultFile::ShortWriteAfter(uint64_t n, size_t len) {
+  std::lock_guard<std::mutex> lock(mu_);
+  short_write_at_ = n == 0 ? 0 : writes_.load() + n;
+  short_write_len_ = len;
+}
+
+absl::Status FaultFile::NotHooked() const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "FaultFile over ", base_->path(), ": the wrapped file takes no write hook"));
+}
+
+// Counts the request and decides its fate; a request let through gets its undo recorded.
+WriteVerdict FaultFile::BeforeWrite(uint64_t offset, const void* /*data*/, size_t len,
+                                    WritePath /*path*/) {
+  std::lock_guard<std::mutex> lock(mu_);
   const uint64_t n = ++writes_;
-  if (fail_write_at_ != 0 &&
-      (n == fail_write_at_ || (fail_write_sticky_ && n > fail_write_at_))) {
-    return ErrnoStatus(fail_write_err_, "pwrite", base_->path(), offset);
+  if (write_fault_.Fires(n)) return WriteVerdict{write_fault_.err};
+  WriteVerdict v;
+  if (n == short_write_at_) v.short_len = short_write_len_;
+  absl::StatusOr<uint64_t> size = base_->Size();
+  if (!size.ok()) return WriteVerdict{EIO};
+  Undo undo{offset, {}, true};
+  if (offset < *size) {
+    undo.old_bytes.resize(std::min<uint64_t>(len, *size - offset));
+    if (!base_->Read(offset, undo.old_bytes.data(), undo.old_bytes.size()).ok()) {
+      return WriteVerdict{EIO};
+    }
   }
+  undo_.push_back(std::move(undo));
+  return v;
+}
+
+void FaultFile::AfterWrite(uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
+    if (it->offset == offset && it->in_flight) {
+      it->in_flight = false;
+      return;
+    }
+  }
+}
+
+absl::Status FaultFile::MaybeFailRead(uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (read_fault_.Fires(++reads_)) return ErrnoStatus(read_fault_.err, "pread", base_->path(), offset);
   return absl::OkStatus();
 }
 
 absl::Status FaultFile::Read(uint64_t offset, void* buf, size_t len) {
+  if (absl::Status s = MaybeFailRead(offset); !s.ok()) return s;
   return base_->Read(offset, buf, len);
 }
 
+absl::Status FaultFile::ReadBlocks(uint64_t offset, size_t block, std::span<uint8_t* const> bufs) {
+  if (absl::Status s = MaybeFailRead(offset); !s.ok()) return s;
+  return base_->ReadBlocks(offset, block, bufs);
+}
+
 absl::Status FaultFile::Write(uint64_t offset, const void* data, size_t len) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = MaybeFailWrite(offset); !s.ok()) return s;
-  absl::StatusOr<uint64_t> size = base_->Size();
-  if (!size.ok()) return size.status();
-  Undo undo{offset, {}};
-  if (offset < *size) {
-    undo.old_bytes.resize(std::min<uint64_t>(len, *size - offset));
-    absl::Status s = base_->Read(offset, undo.old_bytes.data(), undo.old_bytes.size());
-    if (!s.ok()) return s;
-  }
-  undo_.push_back(std::move(undo));
+  if (!hooked_) return NotHooked();
   return base_->Write(offset, data, len);
 }
 
 absl::Status FaultFile::WriteBatch(std::span<const WriteRequest> reqs) {
-  // Every request is attempted, like the io_uring path, so the write count is deterministic.
-  absl::Status first;
-  for (const WriteRequest& r : reqs) {
-    absl::Status s = Write(r.offset, r.data, r.len);
-    if (first.ok()) first = s;
-  }
-  return first;
+  if (!hooked_) return NotHooked();
+  return base_->WriteBatch(reqs);
 }
 
 absl::Status FaultFile::Sync() {
   std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t n = ++syncs_;
-  if (fail_sync_at_ != 0 && (n == fail_sync_at_ || (fail_sync_sticky_ && n > fail_sync_at_))) {
-    return ErrnoStatus(fail_sync_err_, "fdatasync", base_->path());
-  }
+  if (sync_fault_.Fires(++syncs_)) return ErrnoStatus(sync_fault_.err, "fdatasync", base_->path());
   if (absl::Status s = base_->Sync(); !s.ok()) return s;
   absl::StatusOr<uint64_t> size = base_->Size();
   if (!size.ok()) return size.status();
-  undo_.clear();
+  // A write still in flight may have missed this sync: it stays undoable.
+  std::erase_if(undo_, [](const Undo& u) { return !u.in_flight; });
   synced_size_ = *size;
   return absl::OkStatus();
 }
 
 absl::Status FaultFile::DropUnsynced() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
-    if (it->old_bytes.empty()) continue;
-    absl::Status s = base_->Write(it->offset, it->old_bytes.data(), it->old_bytes.size());
-    if (!s.ok()) return s;
+  // The restore itself is no write of the engine's: not through this file's hook.
+  base_->SetWriteHook(nullptr);
+  absl::Status s;
+  for (auto it = undo_.rbegin(); it != undo_.rend() && s.ok(); ++it) {
+    if (!it->old_bytes.empty()) s = base_->Write(it->offset, it->old_bytes.data(), it->old_bytes.size());
   }
+  if (hooked_) base_->SetWriteHook(this);
+  if (!s.ok()) return s;
   undo_.clear();
   absl::StatusOr<uint64_t> size = base_->Size();
   if (!size.ok()) return size.status();
@@ -106,7 +145,7 @@ absl::Status FaultFile::Truncate(uint64_t size) {
   if (!cur.ok()) return cur.status();
   if (size < *cur) {
     // Remember the bytes cut off so DropUnsynced can bring them back.
-    Undo undo{size, std::string(*cur - size, '\0')};
+    Undo undo{size, std::string(*cur - size, '\0'), false};
     absl::Status s = base_->Read(size, undo.old_bytes.data(), undo.old_bytes.size());
     if (!s.ok()) return s;
     undo_.push_back(std::move(undo));

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/io/write_hook.h"
 
 namespace ember::io {
 
@@ -46,6 +47,13 @@ class File {
   virtual absl::Status Truncate(uint64_t size) = 0;
   virtual absl::StatusOr<uint64_t> Size() = 0;
   virtual const std::string& path() const = 0;
+
+  // For tests (write_hook.h): installs `hook` (null removes it), which must outlive the file or
+  // its removal. Returns false when this file cannot run one (a wrapper must forward both calls
+  // to the file below it, a PosixFile runs it).
+  virtual bool SetWriteHook(WriteHook* /*hook*/) { return false; }
+  // Which path the writes really took, so a test that claims io_uring can check it.
+  virtual WritePathCounts write_path_counts() const { return {}; }
 };
 
 enum class OpenMode { kOpenExisting, kCreateNew, kOpenOrCreate };

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -38,15 +39,25 @@ class PosixFile : public File {
   absl::Status Truncate(uint64_t size) override;
   absl::StatusOr<uint64_t> Size() override;
   const std::string& path() const override { return path_; }
+  bool SetWriteHook(WriteHook* hook) override {
+    hook_.store(hook);
+    return true;
+  }
+  WritePathCounts write_path_counts() const override;
 
  private:
+  // The pwrite loop of one request: the first call transfers at most `first_len` bytes (a short
+  // write injected by a hook), the loop writes the rest.
+  absl::Status WriteAll(uint64_t offset, const void* data, size_t len, size_t first_len);
   // The ring is created on the first WriteBatch, so files that never batch cost no ring.
   UringWriter* Ring();
 
   const int fd_;
   const std::string path_;
   const FileOptions opts_;
-  std::mutex ring_mu_;
+  std::atomic<WriteHook*> hook_{nullptr};
+  std::atomic<uint64_t> pwrite_requests_{0};
+  mutable std::mutex ring_mu_;
   bool ring_tried_ = false;             // guarded by ring_mu_
   std::unique_ptr<UringWriter> ring_;  // guarded by ring_mu_; the writer locks itself
 };
@@ -95,10 +106,24 @@ absl::Status PosixFile::ReadBlocks(uint64_t offset, size_t block, std::span<uint
 }
 
 absl::Status PosixFile::Write(uint64_t offset, const void* data, size_t len) {
+  size_t first_len = len;
+  if (WriteHook* hook = hook_.load(); hook != nullptr && len > 0) {
+    const WriteVerdict v = hook->BeforeWrite(offset, data, len, WritePath::kPwrite);
+    if (v.error != 0) return ErrnoStatus(v.error, "pwrite", path_, offset);
+    first_len = std::clamp<size_t>(v.short_len, 1, len);
+  }
+  pwrite_requests_.fetch_add(1, std::memory_order_relaxed);
+  absl::Status s = WriteAll(offset, data, len, first_len);
+  if (WriteHook* hook = hook_.load(); hook != nullptr && len > 0) hook->AfterWrite(offset);
+  return s;
+}
+
+absl::Status PosixFile::WriteAll(uint64_t offset, const void* data, size_t len, size_t first_len) {
   const auto* p = static_cast<const char*>(data);
   size_t done = 0;
   while (done < len) {
-    const ssize_t n = ::pwrite(fd_, p + done, std::min(len - done, kMaxIo), offset + done);
+    const size_t want = std::min(done == 0 ? first_len : len - done, kMaxIo);
+    const ssize_t n = ::pwrite(fd_, p + done, want, offset + done);
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, "pwrite", path_, offset + done);
@@ -122,13 +147,26 @@ UringWriter* PosixFile::Ring() {
 
 absl::Status PosixFile::WriteBatch(std::span<const WriteRequest> reqs) {
   if (UringWriter* ring = Ring()) {
-    if (std::optional<absl::Status> s = ring->WriteBatch(fd_, path_, reqs)) return *s;
+    if (std::optional<absl::Status> s = ring->WriteBatch(fd_, path_, reqs, hook_.load())) {
+      return *s;
+    }
   }
+  // Every request is attempted, as on the io_uring path, so both paths leave the same bytes
+  // behind a failed request.
+  absl::Status first;
   for (const WriteRequest& r : reqs) {
     absl::Status s = Write(r.offset, r.data, r.len);
-    if (!s.ok()) return s;
+    if (first.ok()) first = std::move(s);
   }
-  return absl::OkStatus();
+  return first;
+}
+
+WritePathCounts PosixFile::write_path_counts() const {
+  WritePathCounts c;
+  c.pwrite = pwrite_requests_.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  if (ring_ != nullptr) c.io_uring = ring_->requests_written();
+  return c;
 }
 
 absl::Status PosixFile::Sync() {
@@ -152,7 +190,9 @@ absl::Status PosixFile::Allocate(uint64_t size) {
   if (!cur.ok()) return cur.status();
   const std::vector<char> zeros(std::min<uint64_t>(size - std::min(*cur, size), 1 << 20), 0);
   for (uint64_t off = *cur; off < size; off += zeros.size()) {
-    absl::Status s = Write(off, zeros.data(), std::min<uint64_t>(zeros.size(), size - off));
+    // Not through the hook: preallocation is not one of the engine's page writes.
+    const size_t n = std::min<uint64_t>(zeros.size(), size - off);
+    absl::Status s = WriteAll(off, zeros.data(), n, n);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <vector>
 
 namespace ember::io {
@@ -34,7 +35,30 @@ struct Run {
   size_t first;  // index of its first iovec not (fully) written
   size_t end;    // one past its last iovec
   size_t left;   // bytes not written yet
+  size_t cut = 0;  // nonzero: the first writev submits only this many bytes (an injected short write)
+  std::vector<iovec> cut_iovs;  // the iovecs of that first writev
 };
+
+// A request to write, and how many bytes its first write may transfer (SIZE_MAX: all).
+struct Pending {
+  const WriteRequest* req;
+  size_t short_len;
+};
+
+// The iovecs of the run's next writev: all it has left, or the first `run.cut` bytes of them.
+std::span<const iovec> NextIovecs(Run& run, std::vector<iovec>& iovs) {
+  std::span<const iovec> all(&iovs[run.first], run.end - run.first);
+  if (run.cut == 0) return all;
+  run.cut_iovs.clear();
+  for (size_t left = run.cut; const iovec& v : all) {
+    if (left == 0) break;
+    const size_t n = std::min(left, v.iov_len);
+    run.cut_iovs.push_back({v.iov_base, n});
+    left -= n;
+  }
+  run.cut = 0;
+  return run.cut_iovs;
+}
 }  // namespace
 
 std::unique_ptr<UringWriter> UringWriter::Create(unsigned depth) {
@@ -53,25 +77,47 @@ std::unique_ptr<UringWriter> UringWriter::Create(unsigned depth) {
 UringWriter::~UringWriter() { io_uring_queue_exit(&ring_); }
 
 std::optional<absl::Status> UringWriter::WriteBatch(int fd, const std::string& path,
-                                                    std::span<const WriteRequest> reqs) {
+                                                    std::span<const WriteRequest> reqs,
+                                                    WriteHook* hook) {
+  absl::Status first_error;
+  std::vector<Pending> sorted;
+  sorted.reserve(reqs.size());
+  for (const WriteRequest& r : reqs) {
+    if (r.len == 0) continue;
+    size_t short_len = SIZE_MAX;
+    if (hook != nullptr) {
+      // Asked before the ring is checked: if the ring turns out broken, the hook hears the
+      // requests are over and the pwrite fallback asks again (a test's hook; none breaks a ring).
+      const WriteVerdict v = hook->BeforeWrite(r.offset, r.data, r.len, WritePath::kIoUring);
+      if (v.error != 0) {
+        if (first_error.ok()) first_error = ErrnoStatus(v.error, "pwrite", path, r.offset);
+        continue;
+      }
+      if (v.short_len < r.len) short_len = std::max<size_t>(v.short_len, 1);
+    }
+    sorted.push_back({&r, short_len});
+  }
   // Coalesced by file offset: a flush of pages allocated together (a bulk load, a BLOB) becomes
   // a few large writev requests instead of one request per page, and each request a buffered
   // write may hand to a kernel worker costs a round trip.
-  std::vector<const WriteRequest*> sorted;
-  sorted.reserve(reqs.size());
-  for (const WriteRequest& r : reqs) {
-    if (r.len > 0) sorted.push_back(&r);
-  }
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const WriteRequest* a, const WriteRequest* b) { return a->offset < b->offset; });
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Pending& a, const Pending& b) {
+    return a.req->offset < b.req->offset;
+  });
+  auto tell_hook_written = [&] {
+    if (hook == nullptr) return;
+    for (const Pending& p : sorted) hook->AfterWrite(p.req->offset);
+  };
   std::vector<iovec> iovs;
   iovs.reserve(sorted.size());
   std::vector<Run> runs;
-  for (const WriteRequest* r : sorted) {
+  for (const Pending& p : sorted) {
+    const WriteRequest* r = p.req;
+    const bool cut = p.short_len != SIZE_MAX;
     Run* last = runs.empty() ? nullptr : &runs.back();
-    const bool joins = last && last->offset + last->left == r->offset &&
+    // A request cut short starts a run, so its cut is where the run's first writev ends.
+    const bool joins = last && !cut && last->offset + last->left == r->offset &&
                        last->end - last->first < kMaxRunIovs && last->left + r->len <= kMaxRunBytes;
-    if (!joins) runs.push_back({r->offset, iovs.size(), iovs.size(), 0});
+    if (!joins) runs.push_back({r->offset, iovs.size(), iovs.size(), 0, cut ? p.short_len : 0, {}});
     iovs.push_back({const_cast<void*>(r->data), r->len});
     runs.back().end = iovs.size();
     runs.back().left += r->len;
@@ -80,8 +126,11 @@ std::optional<absl::Status> UringWriter::WriteBatch(int fd, const std::string& p
   std::vector<size_t> todo(runs.size());
   for (size_t i = 0; i < todo.size(); ++i) todo[i] = runs.size() - 1 - i;  // pop_back = in order
   std::lock_guard<std::mutex> lock(mu_);
-  if (broken_) return std::nullopt;
-  absl::Status first_error;
+  if (broken_) {
+    tell_hook_written();
+    return std::nullopt;
+  }
+  requests_written_.fetch_add(sorted.size(), std::memory_order_relaxed);
   unsigned inflight = 0;  // prepared SQEs whose CQE we have not reaped yet
   while (!todo.empty() || inflight > 0) {
     while (!todo.empty() && inflight < depth_) {
@@ -89,9 +138,9 @@ std::optional<absl::Status> UringWriter::WriteBatch(int fd, const std::string& p
       if (sqe == nullptr) break;
       const size_t i = todo.back();
       todo.pop_back();
-      const Run& run = runs[i];
-      io_uring_prep_writev(sqe, fd, &iovs[run.first], static_cast<unsigned>(run.end - run.first),
-                           run.offset);
+      Run& run = runs[i];
+      const std::span<const iovec> v = NextIovecs(run, iovs);
+      io_uring_prep_writev(sqe, fd, v.data(), static_cast<unsigned>(v.size()), run.offset);
       io_uring_sqe_set_data64(sqe, i);
       ++inflight;
     }
@@ -109,6 +158,7 @@ std::optional<absl::Status> UringWriter::WriteBatch(int fd, const std::string& p
         io_uring_cqe_seen(&ring_, cqe);
         --submitted;
       }
+      tell_hook_written();
       return ErrnoStatus(-rc, "io_uring_submit", path);
     }
     io_uring_cqe* cqe;
@@ -141,6 +191,7 @@ std::optional<absl::Status> UringWriter::WriteBatch(int fd, const std::string& p
       }
     }
   }
+  tell_hook_written();
   return first_error;
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 #include <liburing.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,8 +29,12 @@ class UringWriter {
   // Writes every request to `fd`, waiting for all of them; returns the first error. Safe to call
   // from several threads (batches take turns on the ring). `path` is only for error messages.
   // nullopt means the ring broke earlier and nothing was written: the caller must use pwrite.
+  // `hook` (may be null) is asked about every request before anything is submitted
+  // (write_hook.h); a request it fails is not submitted, a short one is cut in its first writev.
   std::optional<absl::Status> WriteBatch(int fd, const std::string& path,
-                                         std::span<const WriteRequest> reqs);
+                                         std::span<const WriteRequest> reqs, WriteHook* hook);
+  // Requests submitted through the ring so far.
+  uint64_t requests_written() const { return requests_written_.load(std::memory_order_relaxed); }
 
  private:
   explicit UringWriter(unsigned depth) : depth_(depth) {}
@@ -37,6 +43,7 @@ class UringWriter {
   std::mutex mu_;
   io_uring ring_{};      // guarded by mu_
   bool broken_ = false;  // guarded by mu_
+  std::atomic<uint64_t> requests_written_{0};
 };
 
 }  // namespace ember::io

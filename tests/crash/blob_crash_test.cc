@@ -69,8 +69,12 @@
 namespace ember::blobcrash {
 namespace {
 
+using crashtest::AnnounceSeed;
 using crashtest::AppendDurablyOrDie;
 using crashtest::BaseSeed;
+using crashtest::DrawPageSizeAndPath;
+using crashtest::kCrashPageSizes;
+using crashtest::kTearWrites;
 using crashtest::ChildArgs;
 using crashtest::ChildLink;
 using crashtest::EncodeCommitted;
@@ -87,6 +91,7 @@ using crashtest::Report;
 using crashtest::RequireModel;
 using crashtest::RequireSideLog;
 using crashtest::RequireValid;
+using crashtest::RequireWritePath;
 using crashtest::RunChildLoop;
 using crashtest::ScratchDir;
 using crashtest::SideLog;
@@ -269,9 +274,18 @@ struct Shape {
   uint32_t page_size = 4096;
 };
 
+// The largest level-1 BLOB: level 2 starts past it.
+uint64_t Level1Max(uint32_t page_size) {
+  return uint64_t{page_size / 8} * page::BlobPageCapacity(page_size);
+}
+
+// The longest BLOB RandomLen makes: max_len, or past 4096-byte pages the level-1 edge, which is
+// larger then (about 8 MB at 8192, 32 MB at 16384).
+uint64_t LongestLen(const Shape& s) { return std::max(s.max_len, Level1Max(s.page_size) + 1); }
+
 uint64_t RandomLen(std::mt19937_64& rng, const Shape& s) {
   const uint64_t cap = page::BlobPageCapacity(s.page_size);
-  const uint64_t level1_max = uint64_t{s.page_size / 8} * cap;
+  const uint64_t level1_max = Level1Max(s.page_size);
   const uint32_t r = rng() % 100;
   // Mostly several MB (level 2 at 4096-byte pages), then level 1, inline (0 too), and the edges
   // between the levels.
@@ -619,7 +633,7 @@ void RequireNoSpillFiles(const std::string& temp_dir) {
 // replaced or deleted, and of crashed writes, must be reused rather than piled up), plus room
 // for the largest transaction's temporary and stored BLOBs in pages at once.
 void RequireBoundedGrowth(uint64_t growth, uint64_t committed_bytes, const Shape& shape) {
-  const uint64_t one_txn = uint64_t(shape.max_ops + 1) * 3 * shape.max_len;
+  const uint64_t one_txn = uint64_t(shape.max_ops + 1) * 3 * LongestLen(shape);
   const uint64_t bound = 3 * committed_bytes + one_txn;
   INFO("file growth " << growth << " bytes, committed BLOB bytes " << committed_bytes << ", bound "
                       << bound);
@@ -667,13 +681,18 @@ constexpr uint64_t kChildMaxTxns = 5000;
   RunChildLoop(args, link, GetHandles, txn);
 }
 
-TEST_CASE("blob crash: SIGKILL while writing large BLOBs leaves no partial BLOB", "[crash]") {
-  const uint64_t seed = BaseSeed(kFixedSeed);
+TEST_CASE("blob crash: SIGKILL while writing large BLOBs leaves no partial BLOB",
+          "[crash][fork]") {
+  const uint64_t seed = AnnounceSeed("blob SIGKILL", kFixedSeed);
   const uint64_t kills = EnvU64("EMBER_BLOB_CRASH_KILLS", 24);
   const uint64_t max_delay_ms =
       std::max<uint64_t>(10, EnvU64("EMBER_BLOB_CRASH_MAX_DELAY_MS", 150));
+  std::mt19937_64 rng(seed);
   Shape shape;
-  shape.page_size = static_cast<uint32_t>(EnvU64("EMBER_CRASH_PAGE_SIZE", 4096));
+  // 4096 unless torn writes are modelled (see crash_test.cc on the SIGKILL page size).
+  const uint32_t drawn_page_size =
+      kTearWrites ? kCrashPageSizes[rng() % std::size(kCrashPageSizes)] : 4096;
+  shape.page_size = static_cast<uint32_t>(EnvU64("EMBER_CRASH_PAGE_SIZE", drawn_page_size));
   CAPTURE(seed, kills, shape.page_size);
   ScopedNoEmberTmp no_env;
   ScratchDir dir("ember-blobcrash");
@@ -704,7 +723,6 @@ TEST_CASE("blob crash: SIGKILL while writing large BLOBs leaves no partial BLOB"
     ~Unmap() { ::munmap(p, sizeof(Progress)); }
   } unmap{shared};
 
-  std::mt19937_64 rng(seed);
   Model model;
   uint64_t committed_bytes = 0, commits = 0, in_flight_seen = 0, in_flight_kept = 0;
   uint64_t unreachable = 0, stale_spill_files = 0, spills = 0;
@@ -719,11 +737,12 @@ TEST_CASE("blob crash: SIGKILL while writing large BLOBs leaves no partial BLOB"
     // Small enough that temporary BLOBs in TempSpace spill to files (blocks are 1 MB).
     const uint64_t temp_limits[] = {0, 1 << 20, 3 << 20};
     child_opts.temp_cache_limit = temp_limits[rng() % std::size(temp_limits)];
+    child_opts.use_io_uring = rng() % 2 == 0;
     const int64_t base = static_cast<int64_t>(round + 1) * 1'000'000;
     const uint64_t child_seed = rng();
     const int delay_ms = 5 + static_cast<int>(rng() % (max_delay_ms - 4));
     CAPTURE(round, child_seed, delay_ms, child_opts.blob_temp_space, child_opts.cache_pages,
-            child_opts.temp_cache_limit);
+            child_opts.temp_cache_limit, child_opts.use_io_uring);
     { std::ofstream truncate(log_path, std::ios::trunc); }
     progress->step.store(0);
     progress->temp_spills.store(0);
@@ -867,15 +886,15 @@ void PowerLossRun(uint64_t seed, int mode, LossModel loss, PowerStats* stats) {
   shape.max_len = 2 << 20;
   shape.live_budget = 8ull << 20;
   Options opts;
-  opts.page_size = shape.page_size;
+  DrawPageSizeAndPath(rng, &opts);
+  shape.page_size = opts.page_size;
   const uint32_t caches[] = {16, 32, 64, 256};
   opts.cache_pages = caches[rng() % std::size(caches)];
   opts.forced_writes = true;
-  opts.use_io_uring = false;
   opts.blob_temp_space = mode;
   opts.temp_directories = {dir.Temp()};
   opts.temp_cache_limit = rng() % 2 ? 0 : 1 << 20;
-  CAPTURE(mode, opts.cache_pages, opts.temp_cache_limit);
+  CAPTURE(mode, opts.page_size, opts.use_io_uring, opts.cache_pages, opts.temp_cache_limit);
   Model committed;
   int64_t next_id = 1, next_tag = 1;
   uint64_t committed_bytes = 0;
@@ -883,6 +902,7 @@ void PowerLossRun(uint64_t seed, int mode, LossModel loss, PowerStats* stats) {
     PowerLossDb d = OpenPowerLossDb(path, opts, loss, round == 0);
     const Handles h = round == 0 ? ValueOr(CreateSchema(d.db.get()), "create schema")
                                  : ValueOr(GetHandles(d.db.get()), "handles");
+    RequireWritePath(opts.use_io_uring, d.file()->write_path_counts(), round == 0);
 
     const int ntx = 1 + static_cast<int>(rng() % 5);
     CrashPlan plan = RandomPlan(rng, ntx);
@@ -971,6 +991,7 @@ void PowerLossRun(uint64_t seed, int mode, LossModel loss, PowerStats* stats) {
     } else {
       ++stats->in_commit;
     }
+    RequireWritePath(opts.use_io_uring, d.file()->write_path_counts(), round == 0);
     stats->reverted += d.LosePower(rng);
     tx.reset();  // a no-op rollback: the database is gone
     d.db.reset();
@@ -1000,7 +1021,7 @@ void PowerLossRun(uint64_t seed, int mode, LossModel loss, PowerStats* stats) {
 
 void PowerLossTest(LossModel loss, const char* name) {
   ScopedNoEmberTmp no_env;
-  const uint64_t seed = BaseSeed(kFixedSeed);
+  const uint64_t seed = AnnounceSeed(name, kFixedSeed);
   const uint64_t runs = EnvU64("EMBER_BLOB_CRASH_POWER_RUNS", 30);
   const uint64_t first = EnvU64("EMBER_BLOB_CRASH_POWER_FIRST", 0);  // to replay one failed run
   PowerStats stats;

@@ -13,11 +13,15 @@
 // database validated again), the table scan matches the model exactly, and both indexes agree
 // with the scan.
 //
-// Environment: EMBER_CRASH_SEED (a number, or "random"; default fixed), EMBER_CRASH_KILLS
-// (SIGKILL rounds, default 50), EMBER_CRASH_MAX_DELAY_MS (longest kill delay, default 100),
-// EMBER_CRASH_PAGE_SIZE (SIGKILL test page size, default 4096: the kernel can cut a pwrite() of a
-// larger page at a 4 KiB page-cache boundary when SIGKILL arrives, and the engine has no
-// torn-page protection, so with 8192 a rare kill shows up as a checksum DataLoss),
+// Page size and write path: each power-loss run and I/O-error case draws its page size (4096,
+// 8192 or 16384) and its write path (io_uring or pwrite) from the seed, and checks that the
+// writes took that path. The SIGKILL test draws the write path per kill; its page size is 4096
+// unless kTearWrites (crash_util.h) is on: the kernel can cut a write of a larger page at a 4 KiB
+// page-cache boundary when SIGKILL arrives, which only the doublewrite repairs.
+//
+// Environment: EMBER_CRASH_SEED (a number, or "random"; default fixed, printed by every test),
+// EMBER_CRASH_KILLS (SIGKILL rounds, default 50), EMBER_CRASH_MAX_DELAY_MS (longest kill delay,
+// default 100), EMBER_CRASH_PAGE_SIZE (forces the SIGKILL test's page size),
 // EMBER_CRASH_POWER_RUNS (seeds per power-loss test, default 50),
 // EMBER_CRASH_DIR (where the databases go; default /dev/shm), EMBER_CRASH_KEEP=<dir> (copy a
 // database that fails its checks there), EMBER_CRASH_VERBOSE=1 (a summary line per test; 2: one
@@ -95,10 +99,14 @@ constexpr uint64_t kChildMaxTxns = 20000;
   RunChildLoop(args, link, GetHandles, txn);
 }
 
-TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[crash]") {
-  const uint64_t seed = BaseSeed(kFixedSeed);
+TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[crash][fork]") {
+  const uint64_t seed = AnnounceSeed("SIGKILL", kFixedSeed);
   const uint64_t kills = EnvU64("EMBER_CRASH_KILLS", 50);
-  const uint32_t page_size = static_cast<uint32_t>(EnvU64("EMBER_CRASH_PAGE_SIZE", 4096));
+  std::mt19937_64 rng(seed);
+  const uint32_t drawn_page_size =
+      kTearWrites ? kCrashPageSizes[rng() % std::size(kCrashPageSizes)] : 4096;
+  const uint32_t page_size =
+      static_cast<uint32_t>(EnvU64("EMBER_CRASH_PAGE_SIZE", drawn_page_size));
   const uint64_t max_delay_ms = std::max<uint64_t>(3, EnvU64("EMBER_CRASH_MAX_DELAY_MS", 100));
   CAPTURE(seed, kills, page_size);
   ScratchDir dir("ember-crash");
@@ -128,12 +136,12 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
     CRASH_REQUIRE_OK(db->Close());
   }
 
-  std::mt19937_64 rng(seed);
   uint64_t commits = 0, in_flight_seen = 0, in_flight_kept = 0, unreachable = 0, torn = 0;
   for (uint64_t round = 0; round < kills; ++round) {
     Options child_opts = opts;
     const uint32_t caches[] = {24, 64, 256, 2048};
     child_opts.cache_pages = caches[rng() % 4];
+    child_opts.use_io_uring = rng() % 2 == 0;
     const int64_t base = static_cast<int64_t>(round + 1) * 1'000'000;
     const uint64_t child_seed = rng();
     const int delay_ms = 2 + static_cast<int>(rng() % (max_delay_ms - 1));
@@ -141,7 +149,8 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
     // machine (slow open) still gets work done before the kill; one round in five counts from
     // the fork, so kills also land in the open itself (recovery marking dead transactions).
     const bool from_fork = rng() % 5 == 0;
-    CAPTURE(round, child_seed, delay_ms, from_fork, child_opts.cache_pages);
+    CAPTURE(round, child_seed, delay_ms, from_fork, child_opts.cache_pages,
+            child_opts.use_io_uring);
     { std::ofstream truncate(log_path, std::ios::trunc); }
     const ChildArgs args{db_path, log_path, child_opts, kChildMaxTxns};
     ForkAndKill([&](const ChildLink& link) { RunChild(args, link, model, base, base, child_seed); },
@@ -198,7 +207,7 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
 // ---------------------------------------------------------------- 2. power loss
 
 struct PowerLossStats {
-  uint64_t commits = 0, rollbacks = 0, in_flight = 0, unreachable = 0, reverted = 0;
+  uint64_t commits = 0, rollbacks = 0, in_flight = 0, unreachable = 0, reverted = 0, torn = 0;
   uint64_t cuts = 0, cut_in_commit = 0, in_doubt_kept = 0;
 };
 
@@ -212,12 +221,11 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
   REQUIRE(dir.ok());
   const std::string path = dir.File("power.edb");
   Options opts;
-  opts.page_size = rng() % 2 ? 4096 : 8192;
+  DrawPageSizeAndPath(rng, &opts);
   const uint32_t caches[] = {16, 24, 64, 2048};
   opts.cache_pages = caches[rng() % 4];
   opts.forced_writes = true;
-  opts.use_io_uring = false;
-  CAPTURE(opts.page_size, opts.cache_pages);
+  CAPTURE(opts.page_size, opts.use_io_uring, opts.cache_pages);
   WorkloadShape shape;
   shape.target_rows = 300;
   WorkloadShape big_shape = shape;  // the transaction left in flight
@@ -229,6 +237,8 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
     PowerLossDb d = OpenPowerLossDb(path, opts, loss, round == 0);
     const Handles h = round == 0 ? ValueOr(CreateSchema(d.db.get()), "create schema")
                                  : ValueOr(GetHandles(d.db.get()), "handles");
+    // Creating the schema committed pages: they went the claimed way.
+    RequireWritePath(opts.use_io_uring, d.file()->write_path_counts(), round == 0);
     const bool cut = d.reorder != nullptr && rng() % 2 == 0;
     if (cut) {
       d.reorder->CutPowerAtWrite(1 + rng() % 150);
@@ -281,7 +291,9 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
       }
     }
     d.db->SimulateCrash();
+    RequireWritePath(opts.use_io_uring, d.file()->write_path_counts(), round == 0);
     stats->reverted += d.LosePower(rng);
+    if (d.reorder != nullptr) stats->torn += d.reorder->torn();
     in_flight.reset();  // a no-op rollback: the database is gone
     d.db.reset();
 
@@ -298,7 +310,7 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
 }
 
 void PowerLossTest(LossModel loss, const char* name) {
-  const uint64_t seed = BaseSeed(kFixedSeed);
+  const uint64_t seed = AnnounceSeed(name, kFixedSeed);
   const uint64_t runs = EnvU64("EMBER_CRASH_POWER_RUNS", 50);
   PowerLossStats stats;
   for (uint64_t i = 0; i < runs; ++i) {
@@ -310,7 +322,7 @@ void PowerLossTest(LossModel loss, const char* name) {
   if (Verbosity() > 0) {
     Report("[crash] ", name, ": seed ", seed, ", ", runs, " runs, ", stats.commits, " commits, ",
            stats.rollbacks, " rollbacks, ", stats.in_flight, " in flight, ", stats.unreachable,
-           " unreachable pages freed, ", stats.reverted, " page versions lost, ", stats.cuts,
+           " unreachable pages freed, ", stats.reverted, " page versions lost (", stats.torn, " torn), ", stats.cuts,
            " power cuts (", stats.cut_in_commit, " in a commit, ", stats.in_doubt_kept,
            " of those durable)");
   }
@@ -370,8 +382,8 @@ void IoErrorCase(Fault fault, uint64_t n, uint64_t seed, const std::string& temp
   Options opts;
   opts.cache_pages = rng() % 2 ? 16 : 256;
   opts.forced_writes = true;
-  opts.use_io_uring = false;
-  CAPTURE(opts.cache_pages);
+  opts.use_io_uring = rng() % 2 == 0;
+  CAPTURE(opts.cache_pages, opts.use_io_uring);
   PowerLossDb opened = OpenPowerLossDb(path, opts, LossModel::kDropUnsynced, /*create=*/false);
   io::FaultFile* ff = opened.fault;
   std::unique_ptr<db::DatabaseImpl> d = std::move(opened.db);
@@ -455,6 +467,9 @@ void IoErrorCase(Fault fault, uint64_t n, uint64_t seed, const std::string& temp
       }
     }
   }
+  // A full disk from the first write on may have let nothing through.
+  RequireWritePath(opts.use_io_uring, ff->write_path_counts(),
+                   !(fault == Fault::kWriteEnospcSticky && n == 1));
   if (fault == Fault::kWriteEnospcSticky && n % 2 == 1) {
     // Close on a full disk: an error, not a crash; nothing it could not write may count.
     absl::Status s = d->Close();
@@ -478,7 +493,7 @@ void IoErrorCase(Fault fault, uint64_t n, uint64_t seed, const std::string& temp
 TEST_CASE("crash: EIO and ENOSPC on writes and fsync fail the call cleanly and lose nothing "
           "committed",
           "[crash]") {
-  const uint64_t seed = BaseSeed(kFixedSeed);
+  const uint64_t seed = AnnounceSeed("I/O errors", kFixedSeed);
   CAPTURE(seed);
   ScratchDir dir("ember-crash");
   REQUIRE(dir.ok());
@@ -487,10 +502,13 @@ TEST_CASE("crash: EIO and ENOSPC on writes and fsync fail the call cleanly and l
   Model model;
   std::mt19937_64 rng(seed);
   int64_t next_id = 1, next_tag = 1;
+  // The page size of every case (they copy the template); each case draws its write path.
+  const uint32_t page_size = kCrashPageSizes[rng() % std::size(kCrashPageSizes)];
+  CAPTURE(page_size);
   {
     Options create;
     create.create_if_missing = true;
-    create.page_size = 4096;
+    create.page_size = page_size;
     std::unique_ptr<Database> db = ValueOr(Database::Open(template_path, create), "create");
     const Handles h = ValueOr(CreateSchema(db.get()), "create schema");
     // Big enough (some hundred rows, many more pages than the small cache of the cases below)

@@ -1,5 +1,7 @@
-// FaultFile: injected write and sync failures, and the power-loss model (DropUnsynced brings the
-// file back to exactly what the last successful Sync() made durable).
+// FaultFile: injected write, sync and read failures and short writes, and the power-loss model
+// (DropUnsynced brings the file back to exactly what the last successful Sync() made durable).
+// The write faults act in the file below the write-path choice, so every test runs over the pwrite
+// path and over io_uring, and checks that the writes really took the path it claims.
 #include <catch2/catch.hpp>
 
 #include <cerrno>
@@ -17,12 +19,32 @@ namespace {
 
 constexpr size_t kPage = 4096;
 
-std::unique_ptr<FaultFile> MakeFaultFile(const TempDir& dir) {
+// Over a PosixFile writing batches through io_uring or through the pwrite loop.
+std::unique_ptr<FaultFile> MakeFaultFile(const TempDir& dir, bool uring) {
   FileOptions opts;
   opts.mode = OpenMode::kCreateNew;
+  opts.use_io_uring = uring;
   auto base = OpenPosixFile(dir.File("db.edb"), opts);
   REQUIRE(base.ok());
   return std::make_unique<FaultFile>(std::move(*base));
+}
+
+// Batches of `f` went through the path claimed, none through the other (single Writes always use
+// pwrite, so a test of the io_uring path writes through WriteBatch only).
+void RequireBatchPath(const FaultFile& f, bool uring) {
+  const WritePathCounts c = f.write_path_counts();
+  INFO("io_uring claimed: " << uring << "; requests: " << c.io_uring << " io_uring, " << c.pwrite
+                            << " pwrite");
+  REQUIRE((uring ? c.io_uring : c.pwrite) > 0);
+  REQUIRE((uring ? c.pwrite : c.io_uring) == 0);
+}
+
+absl::Status WriteBatchOfPages(File& f, uint64_t first_page, const std::vector<std::string>& data) {
+  std::vector<WriteRequest> reqs;
+  for (size_t i = 0; i < data.size(); ++i) {
+    reqs.push_back({(first_page + i) * kPage, data[i].data(), data[i].size()});
+  }
+  return f.WriteBatch(reqs);
 }
 
 std::string ReadAll(File& f) {
@@ -43,7 +65,7 @@ absl::Status WritePage(File& f, uint64_t page, char fill) {
 TEST_CASE("fault file: nth write fails with EIO and leaves the file alone", "[io][fault]") {
   TempDir dir;
   REQUIRE(dir.ok());
-  auto f = MakeFaultFile(dir);
+  auto f = MakeFaultFile(dir, /*uring=*/false);
   REQUIRE(WritePage(*f, 0, 'a').ok());
   REQUIRE(WritePage(*f, 1, 'a').ok());
   const std::string before = ReadAll(*f);
@@ -65,7 +87,7 @@ TEST_CASE("fault file: ENOSPC is ResourceExhausted; sticky fails every later wri
           "[io][fault]") {
   TempDir dir;
   REQUIRE(dir.ok());
-  auto f = MakeFaultFile(dir);
+  auto f = MakeFaultFile(dir, /*uring=*/false);
   f->FailWriteAfter(1, ENOSPC);
   CHECK(absl::IsResourceExhausted(WritePage(*f, 0, 'a')));
   CHECK(*f->Size() == 0);
@@ -79,18 +101,19 @@ TEST_CASE("fault file: ENOSPC is ResourceExhausted; sticky fails every later wri
   CHECK(WritePage(*f, 2, 'c').ok());
 }
 
-TEST_CASE("fault file: WriteBatch counts each request as a write", "[io][fault]") {
+TEST_CASE("fault file: WriteBatch counts each request as a write, on either path", "[io][fault]") {
+  const bool uring = GENERATE(false, true);
+  CAPTURE(uring);
   TempDir dir;
   REQUIRE(dir.ok());
-  auto f = MakeFaultFile(dir);
+  auto f = MakeFaultFile(dir, uring);
   std::vector<std::string> data;
-  std::vector<WriteRequest> reqs;
   for (int i = 0; i < 5; ++i) data.emplace_back(kPage, static_cast<char>('0' + i));
-  for (int i = 0; i < 5; ++i) reqs.push_back({i * kPage, data[i].data(), kPage});
 
   f->FailWriteAfter(3, EIO);
-  CHECK(absl::IsInternal(f->WriteBatch(reqs)));
+  CHECK(absl::IsInternal(WriteBatchOfPages(*f, 0, data)));
   CHECK(f->writes() == 5);
+  RequireBatchPath(*f, uring);
   const std::string got = ReadAll(*f);
   REQUIRE(got.size() == 5 * kPage);
   for (int i = 0; i < 5; ++i) {
@@ -102,7 +125,7 @@ TEST_CASE("fault file: WriteBatch counts each request as a write", "[io][fault]"
 TEST_CASE("fault file: nth sync fails and keeps the writes unsynced", "[io][fault]") {
   TempDir dir;
   REQUIRE(dir.ok());
-  auto f = MakeFaultFile(dir);
+  auto f = MakeFaultFile(dir, /*uring=*/false);
   REQUIRE(WritePage(*f, 0, 'a').ok());
   f->FailSyncAfter(2, EIO);
   REQUIRE(f->Sync().ok());
@@ -128,7 +151,7 @@ TEST_CASE("fault file: nth sync fails and keeps the writes unsynced", "[io][faul
 TEST_CASE("fault file: DropUnsynced restores the last sync exactly", "[io][fault]") {
   TempDir dir;
   REQUIRE(dir.ok());
-  auto f = MakeFaultFile(dir);
+  auto f = MakeFaultFile(dir, /*uring=*/false);
   REQUIRE(WritePage(*f, 0, 'a').ok());
   REQUIRE(WritePage(*f, 1, 'a').ok());
   REQUIRE(f->Sync().ok());
@@ -154,7 +177,7 @@ TEST_CASE("fault file: DropUnsynced restores the last sync exactly", "[io][fault
 TEST_CASE("fault file: random writes across many syncs", "[io][fault]") {
   TempDir dir;
   REQUIRE(dir.ok());
-  auto f = MakeFaultFile(dir);
+  auto f = MakeFaultFile(dir, /*uring=*/false);
   std::mt19937_64 rng(5);
   std::string durable;  // content after the last successful sync
   for (int round = 0; round < 30; ++round) {
@@ -178,4 +201,121 @@ TEST_CASE("fault file: random writes across many syncs", "[io][fault]") {
       durable = ReadAll(*f);
     }
   }
+}
+
+TEST_CASE("fault file: ENOSPC in the middle of an io_uring batch fails only that request",
+          "[io][fault]") {
+  const bool uring = GENERATE(false, true);
+  CAPTURE(uring);
+  TempDir dir;
+  REQUIRE(dir.ok());
+  auto f = MakeFaultFile(dir, uring);
+  std::vector<std::string> data;
+  for (int i = 0; i < 8; ++i) data.emplace_back(kPage, static_cast<char>('a' + i));
+  f->FailWriteAfter(4, ENOSPC);
+  CHECK(absl::IsResourceExhausted(WriteBatchOfPages(*f, 0, data)));
+  RequireBatchPath(*f, uring);
+  const std::string got = ReadAll(*f);
+  REQUIRE(got.size() == 8 * kPage);
+  for (size_t i = 0; i < 8; ++i) {
+    CHECK(got.substr(i * kPage, kPage) == (i == 3 ? std::string(kPage, '\0') : data[i]));
+  }
+  // The batch is over: a power loss undoes the seven writes that went through.
+  REQUIRE(f->DropUnsynced().ok());
+  CHECK(ReadAll(*f).empty());
+}
+
+// The kernel may write less than asked; the pwrite loop and the io_uring writer must both write
+// the rest. Cut at several points: inside the first 512 bytes, at a 512-byte boundary, one byte
+// short of the end, for the first request of a batch and for one in the middle of a run of
+// adjacent pages (which io_uring writes with one writev).
+TEST_CASE("fault file: a short write is completed by the file, on either path", "[io][fault]") {
+  const bool uring = GENERATE(false, true);
+  const size_t cut = GENERATE(size_t{1}, size_t{100}, size_t{2048}, kPage - 1);
+  const uint64_t nth = GENERATE(uint64_t{1}, uint64_t{3});
+  CAPTURE(uring, cut, nth);
+  TempDir dir;
+  REQUIRE(dir.ok());
+  auto f = MakeFaultFile(dir, uring);
+  std::mt19937_64 rng(cut * 7 + nth);
+  std::vector<std::string> data;
+  for (int i = 0; i < 6; ++i) {
+    std::string page(kPage, '\0');
+    for (char& c : page) c = static_cast<char>(rng());
+    data.push_back(std::move(page));
+  }
+  f->ShortWriteAfter(nth, cut);
+  REQUIRE(WriteBatchOfPages(*f, 2, data).ok());
+  RequireBatchPath(*f, uring);
+  CHECK(f->writes() == 6);
+  std::string want(2 * kPage, '\0');
+  for (const std::string& d : data) want += d;
+  CHECK(ReadAll(*f) == want);
+  // A single Write (the pwrite loop) cut short as well.
+  f->ShortWriteAfter(1, cut);
+  REQUIRE(f->Write(0, data[5].data(), kPage).ok());
+  want.replace(0, kPage, data[5]);
+  CHECK(ReadAll(*f) == want);
+}
+
+TEST_CASE("fault file: nth read fails; sticky fails every later read", "[io][fault]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  auto f = MakeFaultFile(dir, /*uring=*/false);
+  REQUIRE(WritePage(*f, 0, 'a').ok());
+  REQUIRE(WritePage(*f, 1, 'b').ok());
+  std::string buf(kPage, '\0');
+  f->FailReadAfter(2, EIO);
+  CHECK(f->Read(0, buf.data(), kPage).ok());
+  absl::Status s = f->Read(kPage, buf.data(), kPage);
+  CHECK(absl::IsInternal(s));
+  CHECK(s.message().find(f->path()) != absl::string_view::npos);
+  CHECK(f->Read(kPage, buf.data(), kPage).ok());
+  CHECK(buf == std::string(kPage, 'b'));
+
+  f->FailReadAfter(1, EIO, /*sticky=*/true);
+  std::string two(2 * kPage, '\0');
+  uint8_t* bufs[] = {reinterpret_cast<uint8_t*>(two.data()),
+                     reinterpret_cast<uint8_t*>(two.data() + kPage)};
+  CHECK(absl::IsInternal(f->ReadBlocks(0, kPage, bufs)));
+  CHECK(absl::IsInternal(f->Read(0, buf.data(), kPage)));
+  f->FailReadAfter(0, 0);
+  REQUIRE(f->ReadBlocks(0, kPage, bufs).ok());
+  CHECK(two == std::string(kPage, 'a') + std::string(kPage, 'b'));
+  CHECK(f->reads() == 6);
+}
+
+// A file that does not forward SetWriteHook: FaultFile cannot see its writes, and says so
+// instead of letting them through uncounted.
+class NoHookFile : public File {
+ public:
+  explicit NoHookFile(std::unique_ptr<File> base) : base_(std::move(base)) {}
+  absl::Status Read(uint64_t o, void* b, size_t n) override { return base_->Read(o, b, n); }
+  absl::Status Write(uint64_t o, const void* d, size_t n) override { return base_->Write(o, d, n); }
+  absl::Status WriteBatch(std::span<const WriteRequest> r) override { return base_->WriteBatch(r); }
+  absl::Status Sync() override { return base_->Sync(); }
+  absl::Status Allocate(uint64_t n) override { return base_->Allocate(n); }
+  absl::Status Truncate(uint64_t n) override { return base_->Truncate(n); }
+  absl::StatusOr<uint64_t> Size() override { return base_->Size(); }
+  const std::string& path() const override { return base_->path(); }
+
+ private:
+  std::unique_ptr<File> base_;
+};
+
+TEST_CASE("fault file: over a file that takes no write hook, writes fail loudly", "[io][fault]") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  FileOptions opts;
+  opts.mode = OpenMode::kCreateNew;
+  auto base = OpenPosixFile(dir.File("db.edb"), opts);
+  REQUIRE(base.ok());
+  FaultFile f(std::make_unique<NoHookFile>(std::move(*base)));
+  absl::Status s = WritePage(f, 0, 'a');
+  CHECK(absl::IsFailedPrecondition(s));
+  CHECK(s.message().find("write hook") != absl::string_view::npos);
+  const std::string page(kPage, 'b');
+  const WriteRequest req{0, page.data(), kPage};
+  CHECK(absl::IsFailedPrecondition(f.WriteBatch(std::span<const WriteRequest>(&req, 1))));
+  CHECK(*f.Size() == 0);
 }
