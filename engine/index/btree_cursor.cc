@@ -58,8 +58,12 @@ absl::Status BTree::Impl::FillAscending(std::string_view key, bool inclusive, si
     }
     if (!r.status().ok()) return r.status();
     if (!out->empty() || h.right_sibling == page::kNoPage) return absl::OkStatus();
-    // Every entry of this leaf is before `key` (or it is empty after removals): move right,
-    // latch-coupled, so a concurrent split of the next leaf is seen whole or not at all.
+    // Every entry of this leaf is before `key` (or it is empty after removals): move right.
+    // The leaf is released before its neighbour is latched, not latch-coupled: a right link
+    // that a damaged page points back up the tree must not make this the inverse of a
+    // descent's order (a deadlock against a writer). Nothing is lost by it: a split of this
+    // leaf meanwhile moves only entries below `key` (it held none above) to the new page, and
+    // a split of the neighbour is followed through its right link as any B-link reader does.
     if (hops >= hop_limit) {
       hop_limit = space->page_count();
       if (hops >= hop_limit) {
@@ -68,7 +72,9 @@ absl::Status BTree::Impl::FillAscending(std::string_view key, bool inclusive, si
       }
     }
     BtreeHeader nh;
-    absl::StatusOr<PageRef> next = FetchNode(h.right_sibling, LatchMode::kShared, 0, &nh);
+    const PageNo right = h.right_sibling;
+    page.Release();
+    absl::StatusOr<PageRef> next = FetchNode(right, LatchMode::kShared, 0, &nh);
     if (!next.ok()) return next.status();
     page = std::move(*next);
   }

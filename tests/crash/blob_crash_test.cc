@@ -74,7 +74,6 @@ using crashtest::AppendDurablyOrDie;
 using crashtest::BaseSeed;
 using crashtest::DrawPageSizeAndPath;
 using crashtest::kCrashPageSizes;
-using crashtest::kTearWrites;
 using crashtest::ChildArgs;
 using crashtest::ChildLink;
 using crashtest::EncodeCommitted;
@@ -689,9 +688,8 @@ TEST_CASE("blob crash: SIGKILL while writing large BLOBs leaves no partial BLOB"
       std::max<uint64_t>(10, EnvU64("EMBER_BLOB_CRASH_MAX_DELAY_MS", 150));
   std::mt19937_64 rng(seed);
   Shape shape;
-  // 4096 unless torn writes are modelled (see crash_test.cc on the SIGKILL page size).
-  const uint32_t drawn_page_size =
-      kTearWrites ? kCrashPageSizes[rng() % std::size(kCrashPageSizes)] : 4096;
+  // Drawn, as in crash_test.cc's SIGKILL test: pages above 4 KiB can be torn by the kill.
+  const uint32_t drawn_page_size = kCrashPageSizes[rng() % std::size(kCrashPageSizes)];
   shape.page_size = static_cast<uint32_t>(EnvU64("EMBER_CRASH_PAGE_SIZE", drawn_page_size));
   CAPTURE(seed, kills, shape.page_size);
   ScopedNoEmberTmp no_env;

@@ -15,9 +15,9 @@
 //
 // Page size and write path: each power-loss run and I/O-error case draws its page size (4096,
 // 8192 or 16384) and its write path (io_uring or pwrite) from the seed, and checks that the
-// writes took that path. The SIGKILL test draws the write path per kill; its page size is 4096
-// unless kTearWrites (crash_util.h) is on: the kernel can cut a write of a larger page at a 4 KiB
-// page-cache boundary when SIGKILL arrives, which only the doublewrite repairs.
+// writes took that path. The SIGKILL test draws the write path per kill and its page size once:
+// the kernel can cut a write of a page larger than 4 KiB at a page-cache boundary when SIGKILL
+// arrives, which the doublewrite area repairs.
 //
 // Environment: EMBER_CRASH_SEED (a number, or "random"; default fixed, printed by every test),
 // EMBER_CRASH_KILLS (SIGKILL rounds, default 50), EMBER_CRASH_MAX_DELAY_MS (longest kill delay,
@@ -103,8 +103,7 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
   const uint64_t seed = AnnounceSeed("SIGKILL", kFixedSeed);
   const uint64_t kills = EnvU64("EMBER_CRASH_KILLS", 50);
   std::mt19937_64 rng(seed);
-  const uint32_t drawn_page_size =
-      kTearWrites ? kCrashPageSizes[rng() % std::size(kCrashPageSizes)] : 4096;
+  const uint32_t drawn_page_size = kCrashPageSizes[rng() % std::size(kCrashPageSizes)];
   const uint32_t page_size =
       static_cast<uint32_t>(EnvU64("EMBER_CRASH_PAGE_SIZE", drawn_page_size));
   const uint64_t max_delay_ms = std::max<uint64_t>(3, EnvU64("EMBER_CRASH_MAX_DELAY_MS", 100));

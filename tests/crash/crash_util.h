@@ -136,15 +136,11 @@ T ValueOr(absl::StatusOr<T> v, const char* what) {
 
 enum class LossModel { kDropUnsynced, kReorder };
 
-// THE switch for torn writes. Off: a power loss keeps or drops each unsynced page write whole
-// (ReorderFile), and the SIGKILL tests stay at 4096-byte pages, which the kernel does not cut.
-// On: ReorderFile also tears some of the writes it keeps (4096- or 512-byte units new, the rest
-// old; reorder_file.h), and the SIGKILL tests draw their page size like the others, so pages
-// larger than a tear unit meet torn writes. The engine survives those only with its doublewrite
-// area (torn-page repair at open); until that is in, a torn page is a checksum DataLoss and
-// these tests fail at page sizes above 4096, so the switch stays off. The doublewrite turns it on.
-inline constexpr bool kTearWrites = false;
-// Of the unsynced writes a power loss keeps, the share (percent) torn when kTearWrites is on.
+// Torn writes: ReorderFile tears some of the unsynced writes a power loss keeps (4096- or
+// 512-byte units new, the rest old; reorder_file.h), and the SIGKILL tests draw their page size
+// like the others, so pages larger than a tear unit meet torn writes. The engine survives them
+// through its doublewrite area (torn-page repair at open). kTearPercent: the share (percent) of
+// the kept unsynced writes that are torn.
 inline constexpr unsigned kTearPercent = 50;
 
 // The page sizes the crash tests draw from, 8192 (the default) among them.
@@ -185,7 +181,7 @@ struct PowerLossDb {
   // Call after db->SimulateCrash(). Returns the page versions ReorderFile reverted.
   uint64_t LosePower(std::mt19937_64& rng) {
     if (reorder != nullptr) {
-      reorder->set_tear_percent(kTearWrites ? kTearPercent : 0);
+      reorder->set_tear_percent(kTearPercent);
       return ValueOr(reorder->PowerLoss(rng), "PowerLoss");
     }
     // A fault armed for the crash point is over: the restore must not meet it.

@@ -1,8 +1,8 @@
 // The torn-write model of the power-loss tests (reorder_file.h): that it really tears. A torn
 // write must be whole 4096- or 512-byte units, some new and some old; ReorderFile must leave such
 // pages in the file after a power loss, whichever path (pwrite, io_uring) wrote them; and a
-// database page torn that way must fail its checksum, which is what makes the crash tests fail
-// while kTearWrites (crash_util.h) is on and the engine has no doublewrite to repair the page.
+// database page torn that way must fail its checksum: only the doublewrite area's repair at open
+// (tests/db/torn_page_test.cc, the crash tests) makes such a page whole again.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
