@@ -75,12 +75,9 @@ absl::Status Relation::Load() {
   fast_count_.store(0, std::memory_order_release);
   for (uint32_t s = 0; s < pages_.size(); ++s) SetFastPage(s, pages_[s].page, pages_[s].flags);
   insert_seq_ = 0;
+  // The first back version looks for a secondary page not flagged full (SecondaryForStore).
   secondary_seq_ = -1;
-  for (uint32_t s = 0; s < pages_.size(); ++s) {
-    if ((pages_[s].flags & page::kPpSecondary) && !(pages_[s].flags & page::kPpFull)) {
-      secondary_seq_ = static_cast<int32_t>(s);
-    }
-  }
+  sec_space_ = 0;
   return absl::OkStatus();
 }
 
@@ -250,37 +247,17 @@ absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreSecondary(
     std::span<const PageNo> extra_links) {
   RecordHeader h;
   if (!DecodeHeader(rec_bytes, &h)) return absl::InternalError("StoreSecondary: bad header");
+  const size_t need = rec_bytes.size() + page::kDpLineSize;
   for (int attempt = 0; attempt < 64; ++attempt) {
-    int32_t seq;
-    {
-      std::shared_lock<std::shared_mutex> g(mu_);
-      seq = secondary_seq_;
-    }
-    if (seq < 0) {
-      // A page garbage collection made room on, before a new one.
-      std::unique_lock<std::shared_mutex> g(mu_);
-      if (!reusable_secondary_.empty()) {
-        secondary_seq_ = static_cast<int32_t>(reusable_secondary_.back());
-        reusable_secondary_.pop_back();
-        seq = secondary_seq_;
-      }
-    }
-    if (seq < 0) {
-      absl::StatusOr<uint32_t> ns = AddDataPage(txn, /*secondary=*/true);
-      if (!ns.ok()) return ns.status();
-      std::unique_lock<std::shared_mutex> g(mu_);
-      secondary_seq_ = static_cast<int32_t>(*ns);
-      seq = secondary_seq_;
-    }
-    absl::StatusOr<PageNo> pno = PageOf(static_cast<uint32_t>(seq));
+    absl::StatusOr<uint32_t> seq = SecondaryForStore(txn);
+    if (!seq.ok()) return seq.status();
+    absl::StatusOr<PageNo> pno = PageOf(*seq);
     if (!pno.ok()) return pno.status();
     absl::StatusOr<PageRef> s = cache_->Fetch(*pno, LatchMode::kExclusive);
     if (!s.ok()) return s.status();
-    if (page::DpFreeSpace(s->data(), ps_) < rec_bytes.size() + page::kDpLineSize) {
+    if (page::DpFreeSpace(s->data(), ps_) < need) {
       s->Release();
-      if (absl::Status st = SetPageFlags(seq, page::kPpFull, 0, txn); !st.ok()) return st;
-      std::unique_lock<std::shared_mutex> g(mu_);
-      if (secondary_seq_ == seq) secondary_seq_ = -1;
+      if (absl::Status st = SecondaryIsFull(*seq, need, txn); !st.ok()) return st;
       continue;
     }
     // What this record points at must reach disk before this page.
@@ -619,10 +596,7 @@ absl::Status Relation::DeleteBlobRecord(PageNo p, uint16_t line, uint64_t mark_t
     return absl::DataLossError(absl::StrCat("page ", p, " line ", line, " of relation ", id_,
                                             ": expected a BLOB header record"));
   }
-  page::DpDelete(r->data(), ps_, line);
-  r->Mark(mark_txn);
-  NoteSecondaryRoom(*r);
-  return absl::OkStatus();
+  return RemoveLine(&*r, line, mark_txn);
 }
 
 absl::StatusOr<PageNo> Relation::RecordPage(uint64_t rec) const {
@@ -732,8 +706,7 @@ absl::Status Relation::FreeFragments(const RecordHeader& h, PageNo unlinked_from
       return absl::DataLossError(absl::StrCat("page ", cur.frag_page, " line ", cur.frag_line,
                                               ": expected a record fragment"));
     }
-    page::DpDelete(r->data(), ps_, cur.frag_line);
-    r->Mark(h.txn);
+    if (absl::Status s = RemoveLine(&*r, cur.frag_line, h.txn); !s.ok()) return s;
     cur = fh;
   }
   return absl::OkStatus();

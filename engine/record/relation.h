@@ -221,8 +221,18 @@ class Relation {
   };
 
   absl::StatusOr<page::PageNo> PageOf(uint32_t seq) const;
-  // After lines were deleted from secondary page `r` (latched): it may take new lines again.
-  void NoteSecondaryRoom(const cache::PageRef& r);
+  // Free space on secondary pages (relation_space.cc). The page for the next back version,
+  // fragment or BLOB header: the current one, else the first secondary page not flagged full,
+  // else a new one.
+  absl::StatusOr<uint32_t> SecondaryForStore(uint64_t txn);
+  // Secondary page `seq` had no room for `need` bytes: flags it full (no longer current).
+  absl::Status SecondaryIsFull(uint32_t seq, size_t need, uint64_t txn);
+  // Secondary page `seq` (page `p`) has `free` bytes free after lines went: with enough of
+  // them, it is no longer flagged full. Nothing for a primary page.
+  absl::Status NoteSecondaryRoom(uint32_t seq, page::PageNo p, uint32_t free, uint64_t mark_txn);
+  // Deletes line `line` of the latched page `r` (whatever pointed at it is on disk already),
+  // releases the page and notes the room made.
+  absl::Status RemoveLine(cache::PageRef* r, uint16_t line, uint64_t mark_txn);
   // Calls `fn` for each primary record line of data page `seq` (none for a secondary page),
   // with the page latched shared and the line's decoded header; a corrupt record header is
   // DataLoss.
@@ -313,7 +323,9 @@ class Relation {
   std::vector<PageInfo> pages_;    // guarded by mu_: by data page sequence
   uint32_t insert_seq_ = 0;        // guarded by mu_: first primary page that may have room
   int32_t secondary_seq_ = -1;     // guarded by mu_: current page for back versions
-  std::vector<uint32_t> reusable_secondary_;  // guarded by mu_: secondary pages GC made room on
+  // Guarded by mu_: every secondary page below this sequence is flagged kPpFull (where the
+  // search for a secondary page with room starts; lowered when a page's flag is cleared).
+  uint32_t sec_space_ = 0;
   BlobFreer blob_freer_;
   std::mutex alloc_mu_;            // serialises page additions (taken before mu_)
 
