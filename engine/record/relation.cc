@@ -484,26 +484,36 @@ absl::Status Relation::ForEachVersion(
     uint64_t rec, const std::function<bool(uint64_t, bool, std::string_view)>& fn) {
   absl::StatusOr<PageNo> p = PageOf(page::RecordDpSequence(rec));
   if (!p.ok()) return p.status();
-  std::string cur;
-  {
-    absl::StatusOr<PageRef> r = cache_->Fetch(*p, LatchMode::kShared);
-    if (!r.ok()) return r.status();
-    std::optional<std::string_view> first = page::DpGet(r->data(), ps_, page::RecordLine(rec));
-    if (!first) return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
-    cur.assign(*first);
+  // The chain is walked with the record's page latched, as readers walk it: the collector cuts
+  // and backs out versions only under that page's exclusive latch, so no line of the chain is
+  // freed (and reused) mid-walk.
+  absl::StatusOr<PageRef> r = cache_->Fetch(*p, LatchMode::kShared);
+  if (!r.ok()) return r.status();
+  std::optional<std::string_view> first = page::DpGet(r->data(), ps_, page::RecordLine(rec));
+  RecordHeader h;
+  if (!first || !DecodeHeader(*first, &h)) {
+    return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
   }
+  // A record number whose record is gone may name a line that now holds something else: an
+  // index entry the collector has not dropped yet can lead here after the line was taken by
+  // another record's back version (whose key may well be the entry's). It is not this record.
+  if (h.flags & kRecNotPrimary) {
+    return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
+  }
+  std::string_view cur = *first;
+  std::string held;
   std::string newer_raw;
   for (int hops = 0; hops < kMaxChain; ++hops) {
-    RecordHeader h;
-    if (!DecodeHeader(cur, &h)) return absl::DataLossError("corrupt record header");
+    if (hops > 0 && !DecodeHeader(cur, &h)) return absl::DataLossError("corrupt record header");
     absl::StatusOr<std::string> raw = RawBody(h, cur, newer_raw);
     if (!raw.ok()) return raw.status();
     if (!fn(h.txn, (h.flags & kRecDeleted) != 0, *raw)) return absl::OkStatus();
     if (h.back_page == page::kNoPage) return absl::OkStatus();
     newer_raw = std::move(*raw);
-    absl::StatusOr<std::string> b = ReadLine(h.back_page, h.back_line);
+    absl::StatusOr<std::string> b = LineAt(*r, *p, h.back_page, h.back_line);
     if (!b.ok()) return b.status();
-    cur = std::move(*b);
+    held = std::move(*b);
+    cur = held;
   }
   return absl::DataLossError("version chain loops");
 }

@@ -174,7 +174,9 @@ class Relation {
   // Deletes the BLOB header record at (p, line) for `mark_txn`; DataLoss if it is not one.
   absl::Status DeleteBlobRecord(page::PageNo p, uint16_t line, uint64_t mark_txn);
   // Visits the versions of a record, newest first (raw bodies; stubs give deleted = true),
-  // while `fn` returns true.
+  // while `fn` returns true, with the record's page latched (`fn` must not touch pages).
+  // NotFound when `rec` names no record (an empty line, or one holding a back version, fragment
+  // or BLOB header since the record went).
   absl::Status ForEachVersion(
       uint64_t rec, const std::function<bool(uint64_t txn, bool deleted, std::string_view raw)>& fn);
 
