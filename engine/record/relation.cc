@@ -311,7 +311,22 @@ absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreFragments(uint64_t tx
   return next;
 }
 
-size_t Relation::HeadInlineLimit(size_t room, size_t full) const {
+size_t Relation::HeadInlineLimit(const uint8_t* page, size_t head_size, size_t full) const {
+  const size_t free = page::DpFreeSpace(page, ps_);
+  size_t room = free + head_size;
+  if (full > head_size) {
+    // A head that grows may not take the other records' reserve: a page of small records whose
+    // first updates grew inline into all of its free space left the rest no room to grow even
+    // by a back pointer, and their updates failed ("does not fit after space check"). Its own
+    // bytes it may always keep. The line count bounds the records; they are counted only when
+    // that bound leaves too little.
+    size_t others = page::DpLineCount(page);
+    if (free < full - head_size + kHeadSlack + others * kReservePerRecord) {
+      others = page::DpLiveLines(page);
+    }
+    const size_t reserve = (others > 0 ? others - 1 : 0) * kReservePerRecord;
+    room = head_size + (free > reserve ? free - reserve : 0);
+  }
   size_t limit = room > kHeadSlack ? room - kHeadSlack : 0;
   if (full > limit) limit = std::min<size_t>(limit, ps_ / 4);
   return std::max<size_t>(limit, kRecMaxHeaderSize + 16);
@@ -889,8 +904,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   }
   // The new head: inline if it fits in the room the page has, else fragmented with a small
   // inline part.
-  const size_t limit = HeadInlineLimit(page::DpFreeSpace(P.data(), ps_) + head_size,
-                                       nh.size() + stored.size());
+  const size_t limit = HeadInlineLimit(P.data(), head_size, nh.size() + stored.size());
   absl::StatusOr<std::string> nrec = BuildVersion(txn, nh, stored, limit, &P);
   if (!nrec.ok()) return nrec.status();
   if (!page::DpReplace(P.data(), ps_, line, *nrec)) {

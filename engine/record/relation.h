@@ -264,10 +264,11 @@ class Relation {
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreFragments(uint64_t txn,
                                                                     std::string_view bytes,
                                                                     cache::PageRef* primary);
-  // The inline limit for a head of `full` bytes replacing one on a page with `room` bytes free
-  // once the old head goes: all of it when it fits with kHeadSlack to spare, else at most a
-  // quarter page, and never less than a fragmented header with some body.
-  size_t HeadInlineLimit(size_t room, size_t full) const;
+  // The inline limit for a head of `full` bytes replacing one of `head_size` bytes on primary
+  // page `page`, whose room is its free space once the old head goes (for a head that grows,
+  // less kReservePerRecord for each other record): all of it when it fits with kHeadSlack to
+  // spare, else at most a quarter page, and never less than a fragmented header with some body.
+  size_t HeadInlineLimit(const uint8_t* page, size_t head_size, size_t full) const;
   // Builds a version record (header + stored body), fragmenting past `inline_limit` bytes.
   absl::StatusOr<std::string> BuildVersion(uint64_t txn, RecordHeader h, std::string_view stored,
                                            size_t inline_limit, cache::PageRef* primary);

@@ -84,8 +84,7 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
       nh.frag_line = 0;
       std::string stored;
       if (!(nh.flags & kRecDeleted)) nh.encoding = CompressBody(*raw, &stored);
-      const size_t limit = HeadInlineLimit(page::DpFreeSpace(P.data(), ps_) + head_rec.size(),
-                                           nh.size() + stored.size());
+      const size_t limit = HeadInlineLimit(P.data(), head_rec.size(), nh.size() + stored.size());
       absl::StatusOr<std::string> built = BuildVersion(mark_txn, nh, stored, limit, &P);
       if (!built.ok()) return built.status();
       placed = page::DpReplace(P.data(), ps_, line, *built);
