@@ -425,13 +425,18 @@ Orphans CountOrphans(Database* db, const Table& t) {
   return o;
 }
 
-// Rows whose values are random letters: ~900 bytes compressed, too big for a back version to
-// fit beside its record on a 4 KB page, so back versions live on secondary pages.
-Row BigRow(const Row& r, std::mt19937_64& rng) {
-  std::string v(1400, '\0');
+// A row of `len` random letters: under the spill threshold (a quarter page), so it stays in the
+// record, and its compressed body is not much smaller (back versions are full-size).
+Row LetterRow(const Row& r, size_t len, std::mt19937_64& rng) {
+  std::string v(len, '\0');
   for (char& c : v) c = static_cast<char>('a' + rng() % 26);
   return Row{IdOf(r), KOf(r), v};
 }
+
+// About 650 bytes compressed: too big for a back version to fit beside its record on a 4 KB
+// page, so back versions live on secondary pages. (It was 1400 letters, which since long values
+// spill to BLOBs made a row of a few bytes, and its back versions stayed on the record's page.)
+Row BigRow(const Row& r, std::mt19937_64& rng) { return LetterRow(r, 1000, rng); }
 
 TEST_CASE("gc: a table scan abandoned half-way does not leak the lines it unlinked", "[gc]") {
   // Collecting a record whose back versions are on another page unlinks their lines; they are
@@ -472,14 +477,6 @@ TEST_CASE("gc: a table scan abandoned half-way does not leak the lines it unlink
   f.Verify(r.get(), m, "final");
   REQUIRE_OK(r->Commit());
   f.RequireValid();
-}
-
-// A row of `len` random letters: under the spill threshold (a quarter page), so it stays in the
-// record, and its compressed body is not much smaller (back versions are full-size).
-Row LetterRow(const Row& r, size_t len, std::mt19937_64& rng) {
-  std::string v(len, '\0');
-  for (char& c : v) c = static_cast<char>('a' + rng() % 26);
-  return Row{IdOf(r), KOf(r), v};
 }
 
 TEST_CASE("gc: space freed by collection is reused", "[gc]") {
