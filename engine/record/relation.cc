@@ -75,12 +75,9 @@ absl::Status Relation::Load() {
   fast_count_.store(0, std::memory_order_release);
   for (uint32_t s = 0; s < pages_.size(); ++s) SetFastPage(s, pages_[s].page, pages_[s].flags);
   insert_seq_ = 0;
+  // The first back version looks for a secondary page not flagged full (SecondaryForStore).
   secondary_seq_ = -1;
-  for (uint32_t s = 0; s < pages_.size(); ++s) {
-    if ((pages_[s].flags & page::kPpSecondary) && !(pages_[s].flags & page::kPpFull)) {
-      secondary_seq_ = static_cast<int32_t>(s);
-    }
-  }
+  sec_space_ = 0;
   return absl::OkStatus();
 }
 
@@ -250,37 +247,17 @@ absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreSecondary(
     std::span<const PageNo> extra_links) {
   RecordHeader h;
   if (!DecodeHeader(rec_bytes, &h)) return absl::InternalError("StoreSecondary: bad header");
+  const size_t need = rec_bytes.size() + page::kDpLineSize;
   for (int attempt = 0; attempt < 64; ++attempt) {
-    int32_t seq;
-    {
-      std::shared_lock<std::shared_mutex> g(mu_);
-      seq = secondary_seq_;
-    }
-    if (seq < 0) {
-      // A page garbage collection made room on, before a new one.
-      std::unique_lock<std::shared_mutex> g(mu_);
-      if (!reusable_secondary_.empty()) {
-        secondary_seq_ = static_cast<int32_t>(reusable_secondary_.back());
-        reusable_secondary_.pop_back();
-        seq = secondary_seq_;
-      }
-    }
-    if (seq < 0) {
-      absl::StatusOr<uint32_t> ns = AddDataPage(txn, /*secondary=*/true);
-      if (!ns.ok()) return ns.status();
-      std::unique_lock<std::shared_mutex> g(mu_);
-      secondary_seq_ = static_cast<int32_t>(*ns);
-      seq = secondary_seq_;
-    }
-    absl::StatusOr<PageNo> pno = PageOf(static_cast<uint32_t>(seq));
+    absl::StatusOr<uint32_t> seq = SecondaryForStore(txn);
+    if (!seq.ok()) return seq.status();
+    absl::StatusOr<PageNo> pno = PageOf(*seq);
     if (!pno.ok()) return pno.status();
     absl::StatusOr<PageRef> s = cache_->Fetch(*pno, LatchMode::kExclusive);
     if (!s.ok()) return s.status();
-    if (page::DpFreeSpace(s->data(), ps_) < rec_bytes.size() + page::kDpLineSize) {
+    if (page::DpFreeSpace(s->data(), ps_) < need) {
       s->Release();
-      if (absl::Status st = SetPageFlags(seq, page::kPpFull, 0, txn); !st.ok()) return st;
-      std::unique_lock<std::shared_mutex> g(mu_);
-      if (secondary_seq_ == seq) secondary_seq_ = -1;
+      if (absl::Status st = SecondaryIsFull(*seq, need, txn); !st.ok()) return st;
       continue;
     }
     // What this record points at must reach disk before this page.
@@ -334,7 +311,22 @@ absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreFragments(uint64_t tx
   return next;
 }
 
-size_t Relation::HeadInlineLimit(size_t room, size_t full) const {
+size_t Relation::HeadInlineLimit(const uint8_t* page, size_t head_size, size_t full) const {
+  const size_t free = page::DpFreeSpace(page, ps_);
+  size_t room = free + head_size;
+  if (full > head_size) {
+    // A head that grows may not take the other records' reserve: a page of small records whose
+    // first updates grew inline into all of its free space left the rest no room to grow even
+    // by a back pointer, and their updates failed ("does not fit after space check"). Its own
+    // bytes it may always keep. The line count bounds the records; they are counted only when
+    // that bound leaves too little.
+    size_t others = page::DpLineCount(page);
+    if (free < full - head_size + kHeadSlack + others * kReservePerRecord) {
+      others = page::DpLiveLines(page);
+    }
+    const size_t reserve = (others > 0 ? others - 1 : 0) * kReservePerRecord;
+    room = head_size + (free > reserve ? free - reserve : 0);
+  }
   size_t limit = room > kHeadSlack ? room - kHeadSlack : 0;
   if (full > limit) limit = std::min<size_t>(limit, ps_ / 4);
   return std::max<size_t>(limit, kRecMaxHeaderSize + 16);
@@ -508,19 +500,28 @@ absl::Status Relation::ForEachVersion(
     std::pair<PageNo, uint16_t>* at) {
   absl::StatusOr<PageNo> p = PageOf(page::RecordDpSequence(rec));
   if (!p.ok()) return p.status();
-  std::string cur;
-  {
-    absl::StatusOr<PageRef> r = cache_->Fetch(*p, LatchMode::kShared);
-    if (!r.ok()) return r.status();
-    std::optional<std::string_view> first = page::DpGet(r->data(), ps_, page::RecordLine(rec));
-    if (!first) return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
-    cur.assign(*first);
+  // The chain is walked with the record's page latched, as readers walk it: the collector cuts
+  // and backs out versions only under that page's exclusive latch, so no line of the chain is
+  // freed (and reused) mid-walk.
+  absl::StatusOr<PageRef> r = cache_->Fetch(*p, LatchMode::kShared);
+  if (!r.ok()) return r.status();
+  std::optional<std::string_view> first = page::DpGet(r->data(), ps_, page::RecordLine(rec));
+  RecordHeader h;
+  if (!first || !DecodeHeader(*first, &h)) {
+    return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
   }
+  // A record number whose record is gone may name a line that now holds something else: an
+  // index entry the collector has not dropped yet can lead here after the line was taken by
+  // another record's back version (whose key may well be the entry's). It is not this record.
+  if (h.flags & kRecNotPrimary) {
+    return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
+  }
+  std::string_view cur = *first;
+  std::string held;
   std::string newer_raw;
   std::pair<PageNo, uint16_t> here{*p, page::RecordLine(rec)};
   for (int hops = 0; hops < kMaxChain; ++hops) {
-    RecordHeader h;
-    if (!DecodeHeader(cur, &h)) {
+    if (hops > 0 && !DecodeHeader(cur, &h)) {
       return absl::DataLossError(
           absl::StrCat("page ", here.first, " line ", here.second, ": corrupt record header"));
     }
@@ -535,9 +536,10 @@ absl::Status Relation::ForEachVersion(
     if (h.back_page == page::kNoPage) return absl::OkStatus();
     here = {h.back_page, h.back_line};
     newer_raw = std::move(*raw);
-    absl::StatusOr<std::string> b = ReadLine(h.back_page, h.back_line);
+    absl::StatusOr<std::string> b = LineAt(*r, *p, h.back_page, h.back_line);
     if (!b.ok()) return b.status();
-    cur = std::move(*b);
+    held = std::move(*b);
+    cur = held;
   }
   return absl::DataLossError("version chain loops");
 }
@@ -630,10 +632,7 @@ absl::Status Relation::DeleteBlobRecord(PageNo p, uint16_t line, uint64_t mark_t
     return absl::DataLossError(absl::StrCat("page ", p, " line ", line, " of relation ", id_,
                                             ": expected a BLOB header record"));
   }
-  page::DpDelete(r->data(), ps_, line);
-  r->Mark(mark_txn);
-  NoteSecondaryRoom(*r);
-  return absl::OkStatus();
+  return RemoveLine(&*r, line, mark_txn);
 }
 
 absl::StatusOr<PageNo> Relation::RecordPage(uint64_t rec) const {
@@ -743,8 +742,7 @@ absl::Status Relation::FreeFragments(const RecordHeader& h, PageNo unlinked_from
       return absl::DataLossError(absl::StrCat("page ", cur.frag_page, " line ", cur.frag_line,
                                               ": expected a record fragment"));
     }
-    page::DpDelete(r->data(), ps_, cur.frag_line);
-    r->Mark(h.txn);
+    if (absl::Status s = RemoveLine(&*r, cur.frag_line, h.txn); !s.ok()) return s;
     cur = fh;
   }
   return absl::OkStatus();
@@ -917,8 +915,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   }
   // The new head: inline if it fits in the room the page has, else fragmented with a small
   // inline part.
-  const size_t limit = HeadInlineLimit(page::DpFreeSpace(P.data(), ps_) + head_size,
-                                       nh.size() + stored.size());
+  const size_t limit = HeadInlineLimit(P.data(), head_size, nh.size() + stored.size());
   absl::StatusOr<std::string> nrec = BuildVersion(txn, nh, stored, limit, &P);
   if (!nrec.ok()) return nrec.status();
   if (!page::DpReplace(P.data(), ps_, line, *nrec)) {

@@ -181,8 +181,11 @@ class Relation {
   // Deletes the BLOB header record at (p, line) for `mark_txn`; DataLoss if it is not one.
   absl::Status DeleteBlobRecord(page::PageNo p, uint16_t line, uint64_t mark_txn);
   // Visits the versions of a record, newest first (raw bodies; stubs give deleted = true),
-  // while `fn` returns true. `at`, if given, holds the page and line of the version last
-  // passed to `fn` (so a caller that stops on a version it cannot decode can name it).
+  // while `fn` returns true, with the record's page latched (`fn` must not touch pages).
+  // NotFound when `rec` names no record (an empty line, or one holding a back version, fragment
+  // or BLOB header since the record went). `at`, if given, holds the page and line of the
+  // version last passed to `fn` (so a caller that stops on a version it cannot decode can name
+  // it).
   absl::Status ForEachVersion(
       uint64_t rec, const std::function<bool(uint64_t txn, bool deleted, std::string_view raw)>& fn,
       std::pair<page::PageNo, uint16_t>* at = nullptr);
@@ -230,8 +233,18 @@ class Relation {
   };
 
   absl::StatusOr<page::PageNo> PageOf(uint32_t seq) const;
-  // After lines were deleted from secondary page `r` (latched): it may take new lines again.
-  void NoteSecondaryRoom(const cache::PageRef& r);
+  // Free space on secondary pages (relation_space.cc). The page for the next back version,
+  // fragment or BLOB header: the current one, else the first secondary page not flagged full,
+  // else a new one.
+  absl::StatusOr<uint32_t> SecondaryForStore(uint64_t txn);
+  // Secondary page `seq` had no room for `need` bytes: flags it full (no longer current).
+  absl::Status SecondaryIsFull(uint32_t seq, size_t need, uint64_t txn);
+  // Secondary page `seq` (page `p`) has `free` bytes free after lines went: with enough of
+  // them, it is no longer flagged full. Nothing for a primary page.
+  absl::Status NoteSecondaryRoom(uint32_t seq, page::PageNo p, uint32_t free, uint64_t mark_txn);
+  // Deletes line `line` of the latched page `r` (whatever pointed at it is on disk already),
+  // releases the page and notes the room made.
+  absl::Status RemoveLine(cache::PageRef* r, uint16_t line, uint64_t mark_txn);
   // Calls `fn` for each primary record line of data page `seq` (none for a secondary page),
   // with the page latched shared and the line's decoded header; a corrupt record header is
   // DataLoss.
@@ -261,10 +274,11 @@ class Relation {
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreFragments(uint64_t txn,
                                                                     std::string_view bytes,
                                                                     cache::PageRef* primary);
-  // The inline limit for a head of `full` bytes replacing one on a page with `room` bytes free
-  // once the old head goes: all of it when it fits with kHeadSlack to spare, else at most a
-  // quarter page, and never less than a fragmented header with some body.
-  size_t HeadInlineLimit(size_t room, size_t full) const;
+  // The inline limit for a head of `full` bytes replacing one of `head_size` bytes on primary
+  // page `page`, whose room is its free space once the old head goes (for a head that grows,
+  // less kReservePerRecord for each other record): all of it when it fits with kHeadSlack to
+  // spare, else at most a quarter page, and never less than a fragmented header with some body.
+  size_t HeadInlineLimit(const uint8_t* page, size_t head_size, size_t full) const;
   // Builds a version record (header + stored body), fragmenting past `inline_limit` bytes.
   absl::StatusOr<std::string> BuildVersion(uint64_t txn, RecordHeader h, std::string_view stored,
                                            size_t inline_limit, cache::PageRef* primary);
@@ -322,7 +336,9 @@ class Relation {
   std::vector<PageInfo> pages_;    // guarded by mu_: by data page sequence
   uint32_t insert_seq_ = 0;        // guarded by mu_: first primary page that may have room
   int32_t secondary_seq_ = -1;     // guarded by mu_: current page for back versions
-  std::vector<uint32_t> reusable_secondary_;  // guarded by mu_: secondary pages GC made room on
+  // Guarded by mu_: every secondary page below this sequence is flagged kPpFull (where the
+  // search for a secondary page with room starts; lowered when a page's flag is cleared).
+  uint32_t sec_space_ = 0;
   BlobFreer blob_freer_;
   std::mutex alloc_mu_;            // serialises page additions (taken before mu_)
 

@@ -84,8 +84,7 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
       nh.frag_line = 0;
       std::string stored;
       if (!(nh.flags & kRecDeleted)) nh.encoding = CompressBody(*raw, &stored);
-      const size_t limit = HeadInlineLimit(page::DpFreeSpace(P.data(), ps_) + head_rec.size(),
-                                           nh.size() + stored.size());
+      const size_t limit = HeadInlineLimit(P.data(), head_rec.size(), nh.size() + stored.size());
       absl::StatusOr<std::string> built = BuildVersion(mark_txn, nh, stored, limit, &P);
       if (!built.ok()) return built.status();
       placed = page::DpReplace(P.data(), ps_, line, *built);
@@ -270,19 +269,6 @@ void Relation::MovePendingFree(PageNo from_page, uint16_t from_line, PageNo to_p
   pending_free_[key] = to;
 }
 
-void Relation::NoteSecondaryRoom(const PageRef& r) {
-  if (page::DpFreeSpace(r.data(), ps_) < ps_ / 2) return;
-  // A secondary page with room again: back versions, fragments and BLOB headers may go there.
-  const uint32_t seq = page::DpSequence(r.data());
-  std::unique_lock<std::shared_mutex> g(mu_);
-  if (seq < pages_.size() && (pages_[seq].flags & page::kPpSecondary) &&
-      static_cast<int32_t>(seq) != secondary_seq_ &&
-      std::find(reusable_secondary_.begin(), reusable_secondary_.end(), seq) ==
-          reusable_secondary_.end()) {
-    reusable_secondary_.push_back(seq);
-  }
-}
-
 absl::Status Relation::FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn) {
   if (unlinked->empty()) return absl::OkStatus();
   std::vector<PageNo> from;
@@ -350,14 +336,12 @@ absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
                                               u.fragments_only ? "a record fragment"
                                                                : "a back version"));
     }
-    page::DpDelete(r->data(), ps_, line);
     if (!u.fragments_only) {
       std::lock_guard<std::mutex> g(pending_mu_);
       pending_free_.erase(key);
       pending_at_.erase(uint64_t{p} << 16 | line);
     }
-    r->Mark(mark_txn);
-    NoteSecondaryRoom(*r);
+    if (absl::Status s = RemoveLine(&*r, line, mark_txn); !s.ok()) return s;
     // A back version's own fragments are listed separately; a fragment chain continues here.
     if (!u.fragments_only || !(fh.flags & kRecFragmented)) return absl::OkStatus();
     p = fh.frag_page;
