@@ -17,6 +17,7 @@
 #include "engine/cache/page_space.h"
 #include "engine/index/btree.h"
 #include "engine/io/file.h"
+#include "engine/io/owner_lock.h"
 #include "engine/io/temp_space.h"
 #include "engine/page/header_page.h"
 #include "engine/record/relation.h"
@@ -115,6 +116,9 @@ class DatabaseImpl : public Database {
   absl::Status CollectGarbage() override;
   const Options& options() const override { return options_; }
 
+  // Database::Open's lock on the file (io/owner_lock.h), released by Close (or SimulateCrash).
+  void TakeOwnerLock(std::unique_ptr<io::OwnerLock> lock) { owner_lock_ = std::move(lock); }
+
   // For crash tests: drops the cache and everything in memory without writing anything, as if
   // the process died. The object is unusable afterwards.
   void SimulateCrash();
@@ -157,10 +161,14 @@ class DatabaseImpl : public Database {
   uint64_t GcHorizon() const { return txns_->OldestSnapshotCn(); }
   GarbageCollector* gc() { return gc_.get(); }
   bool open_for_gc() const { return open_.load(std::memory_order_acquire); }
+  // FailedPrecondition "database ... is closed" after Close: what every call on the database,
+  // its transactions, cursors and BLOB readers and writers returns from then on.
+  absl::Status CheckOpen() const;
 
  private:
   friend class TransactionImpl;
   DatabaseImpl(std::unique_ptr<io::File> file, const Options& options);
+  absl::Status MakeCache(uint32_t page_size);  // cache_ for options_.cache_pages
   absl::Status CreateNew();
   absl::Status OpenExisting();
   absl::Status LoadCatalog();
@@ -171,8 +179,8 @@ class DatabaseImpl : public Database {
   absl::StatusOr<internal::IndexState*> AddIndexState(uint32_t id, const IndexSchema& schema,
                                                       page::PageNo root);
   absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn);
-  absl::Status CheckOpen() const;
 
+  std::unique_ptr<io::OwnerLock> owner_lock_;  // before file_: released after it is closed
   std::unique_ptr<io::File> file_;
   Options options_;
   std::unique_ptr<cache::BufferCache> cache_;
