@@ -2,13 +2,17 @@
 // Close (or destruction, or the process's death), so a second Open of the same file fails
 // instead of silently splitting its commits between two handles that cannot see each other.
 //
-// Two layers, because each catches what the other cannot:
-// - an exclusive flock on a descriptor of its own that does no I/O. flock locks belong to the
-//   open file description, so a killed holder's lock goes with its last descriptor; keeping it
-//   off the data file's descriptor means io_uring writes a killed process left queued (which
-//   hold a reference to the data file) do not keep the database locked.
-// - an in-process registry of the files held, by device and inode, so the same process opening
-//   the file again (under another path, or through a descriptor a fork shares) is refused too.
+// Two layers:
+// - an exclusive flock on a descriptor of its own that does no I/O, for other processes. flock
+//   locks belong to the open file description, so a killed holder's lock goes with its last
+//   descriptor; keeping it off the data file's descriptor means io_uring writes a killed
+//   process left queued (which hold a reference to the data file) do not keep the database
+//   locked. A child forked while the lock is held shares the description, and so the lock,
+//   until it exits or execs (the descriptor is O_CLOEXEC).
+// - a registry of the files this process holds, by device and inode, for this process: a
+//   second Open under any path (a link, another spelling) is refused with a message saying so,
+//   and it is refused even where flock is emulated by per-process record locks (NFS), under
+//   which one process never conflicts with itself.
 //
 // Readers that inspect the file without opening it as a database take no lock.
 #pragma once
