@@ -50,8 +50,15 @@ absl::StatusOr<TxnBlobs::Temp*> TxnBlobs::FindTemp(uint64_t id) {
 absl::StatusOr<TxnBlobs::Stored*> TxnBlobs::FindStored(uint64_t id) {
   if (auto it = stored_.find(id); it != stored_.end()) return it->second.get();
   record::Relation* rel = resolve_(IdRelation(id));
-  if (!rel) return absl::NotFoundError(absl::StrCat(IdText(id), ": no such relation"));
+  if (!rel) {
+    return absl::NotFoundError(absl::StrCat(IdText(id), " does not exist: no relation ",
+                                            IdRelation(id)));
+  }
   absl::StatusOr<std::string> body = rel->ReadBlobRecord(IdPage(id), IdLine(id));
+  if (absl::IsNotFound(body.status())) {
+    return absl::NotFoundError(
+        absl::StrCat(IdText(id), " does not exist: ", body.status().message()));
+  }
   if (!body.ok()) return body.status();
   absl::StatusOr<BlobHeader> h = DecodeBlobHeader(*body);
   if (!h.ok()) return h.status();

@@ -112,6 +112,11 @@ class PageRef {
 
 class BufferCache {
  public:
+  // The cache the database opens with (buffer_cache_create.cc): InvalidArgument when `opts`
+  // asks for more memory than this machine has, ResourceExhausted when its frames cannot be
+  // allocated; the constructor would throw std::bad_alloc.
+  static absl::StatusOr<std::unique_ptr<BufferCache>> Create(io::File* file,
+                                                             const CacheOptions& opts);
   BufferCache(io::File* file, const CacheOptions& opts);
   ~BufferCache();
   BufferCache(const BufferCache&) = delete;

@@ -15,20 +15,26 @@ namespace {
 
 class WriterImpl : public BlobWriter {
  public:
-  WriterImpl(blob::TxnBlobs* blobs, uint64_t id) : blobs_(blobs), id_(id) {}
-  absl::Status Write(std::string_view bytes) override { return blobs_->Append(id_, bytes); }
+  WriterImpl(const DatabaseImpl* db, blob::TxnBlobs* blobs, uint64_t id)
+      : db_(db), blobs_(blobs), id_(id) {}
+  absl::Status Write(std::string_view bytes) override {
+    if (absl::Status s = db_->CheckOpen(); !s.ok()) return s;
+    return blobs_->Append(id_, bytes);
+  }
   BlobId id() const override { return BlobId{id_}; }
 
  private:
+  const DatabaseImpl* db_;
   blob::TxnBlobs* blobs_;
   uint64_t id_;
 };
 
 class ReaderImpl : public BlobReader {
  public:
-  ReaderImpl(blob::TxnBlobs* blobs, uint64_t id, uint64_t size)
-      : blobs_(blobs), id_(id), size_(size) {}
+  ReaderImpl(const DatabaseImpl* db, blob::TxnBlobs* blobs, uint64_t id, uint64_t size)
+      : db_(db), blobs_(blobs), id_(id), size_(size) {}
   absl::StatusOr<size_t> Read(void* buf, size_t n) override {
+    if (absl::Status s = db_->CheckOpen(); !s.ok()) return s;
     const size_t k = static_cast<size_t>(std::min<uint64_t>(n, size_ - pos_));
     if (k == 0) return size_t{0};
     if (absl::Status s = blobs_->Read(id_, pos_, buf, k); !s.ok()) return s;
@@ -46,6 +52,7 @@ class ReaderImpl : public BlobReader {
   uint64_t position() const override { return pos_; }
 
  private:
+  const DatabaseImpl* db_;
   blob::TxnBlobs* blobs_;
   uint64_t id_;
   uint64_t size_;
@@ -231,7 +238,7 @@ absl::StatusOr<std::unique_ptr<BlobWriter>> TransactionImpl::NewBlobWriter(
   absl::StatusOr<uint64_t> id = Blobs()->Create(/*engine_made=*/false, compressed_target);
   if (!id.ok()) return id.status();
   wrote_ = true;
-  return std::unique_ptr<BlobWriter>(new WriterImpl(Blobs(), *id));
+  return std::unique_ptr<BlobWriter>(new WriterImpl(db_, Blobs(), *id));
 }
 
 absl::StatusOr<std::unique_ptr<BlobReader>> TransactionImpl::OpenBlob(BlobId id) {
@@ -240,7 +247,7 @@ absl::StatusOr<std::unique_ptr<BlobReader>> TransactionImpl::OpenBlob(BlobId id)
   if (id.value == 0) return std::unique_ptr<BlobReader>(new EmptyReader());
   absl::StatusOr<uint64_t> len = Blobs()->Length(id.value);
   if (!len.ok()) return len.status();
-  return std::unique_ptr<BlobReader>(new ReaderImpl(Blobs(), id.value, *len));
+  return std::unique_ptr<BlobReader>(new ReaderImpl(db_, Blobs(), id.value, *len));
 }
 
 absl::StatusOr<BlobId> TransactionImpl::Concat(BlobId a, BlobId b) {

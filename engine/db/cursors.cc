@@ -74,8 +74,10 @@ absl::Status TableCursor::Fill() {
 }
 
 absl::Status TableCursor::Next() {
-  if (++pos_ < nrows_) return absl::OkStatus();
-  absl::Status s = Fill();
+  // After Close nothing may read or collect through this cursor (Fill writes what it collects).
+  absl::Status s = txn_->db()->CheckOpen();
+  if (s.ok() && ++pos_ < nrows_) return absl::OkStatus();
+  if (s.ok()) s = Fill();
   if (!s.ok()) nrows_ = 0;
   return s;
 }
@@ -103,6 +105,10 @@ absl::Status IndexCursor::Start() {
 
 absl::Status IndexCursor::Next() {
   if (!valid_) return absl::OkStatus();
+  if (absl::Status s = txn_->db()->CheckOpen(); !s.ok()) {
+    valid_ = false;
+    return s;
+  }
   util::ScopedCounterSinks sinks(txn_->Sinks());
   if (absl::Status s = it_->Next(); !s.ok()) {
     valid_ = false;

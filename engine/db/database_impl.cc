@@ -8,6 +8,7 @@
 #include "engine/db/db_state.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/db/transaction_impl.h"
+#include "engine/io/owner_lock.h"
 #include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
 #include "engine/record/record_format.h"
@@ -28,17 +29,23 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   if (exists && options.create_if_missing && options.error_if_exists) {
     return absl::AlreadyExistsError(absl::StrCat("database ", path, " already exists"));
   }
+  // The owner lock first: nothing is read or written before this handle owns the file (a new
+  // file is created by taking its lock).
+  absl::StatusOr<std::unique_ptr<io::OwnerLock>> lock =
+      exists ? io::OwnerLock::Acquire(path) : io::OwnerLock::CreateAndAcquire(path);
+  if (!lock.ok()) return lock.status();
   io::FileOptions fo;
-  fo.mode = exists ? io::OpenMode::kOpenExisting : io::OpenMode::kCreateNew;
+  fo.mode = io::OpenMode::kOpenExisting;
   fo.use_io_uring = options.use_io_uring;
   absl::StatusOr<std::unique_ptr<io::File>> f = io::OpenPosixFile(path, fo);
-  if (!f.ok()) return f.status();
   absl::StatusOr<std::unique_ptr<db::DatabaseImpl>> d =
-      db::DatabaseImpl::OpenFile(std::move(*f), options, !exists);
+      f.ok() ? db::DatabaseImpl::OpenFile(std::move(*f), options, !exists)
+             : absl::StatusOr<std::unique_ptr<db::DatabaseImpl>>(f.status());
   if (!d.ok()) {
-    if (!exists) (void)io::RemoveFile(path);  // leave nothing half-created behind
+    if (!exists) (void)io::RemoveFile(path);  // leave nothing half-created behind (still ours)
     return d.status();
   }
+  (*d)->TakeOwnerLock(std::move(*lock));
   return std::unique_ptr<Database>(std::move(*d));
 }
 
@@ -118,6 +125,50 @@ bool DecodeNames(std::string_view in, std::vector<std::string>* names) {
   return in.empty();
 }
 
+// A catalog row decoded and type-checked: a damaged or foreign row is DataLoss naming its
+// record, never a wrong variant access.
+struct CatalogRow {
+  int64_t kind = 0;
+  uint32_t id = 0;
+  std::string name;
+  page::PageNo page = 0;
+  std::string table;  // of an index
+  int64_t flags = 0;
+  std::string definition;
+};
+
+absl::StatusOr<CatalogRow> ParseCatalogRow(uint64_t rec, std::string_view raw) {
+  auto bad = [rec](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("catalog record ", rec, ": ", what));
+  };
+  Row r;
+  if (absl::Status s = record::DecodeRow(raw, kCatalogColumns, &r); !s.ok()) {
+    return bad(s.message());
+  }
+  const int64_t* kind = std::get_if<int64_t>(&r[0]);
+  const int64_t* id = std::get_if<int64_t>(&r[1]);
+  const std::string* name = std::get_if<std::string>(&r[2]);
+  const int64_t* page = std::get_if<int64_t>(&r[3]);
+  const std::string* table = std::get_if<std::string>(&r[4]);
+  const int64_t* flags = std::get_if<int64_t>(&r[5]);
+  const std::string* def = std::get_if<std::string>(&r[6]);
+  if (!kind || !id || !name || !page || !table || !flags || !def) {
+    return bad("a value of the wrong type (kind, id, name, page, table, flags, definition)");
+  }
+  if (*kind != kKindTable && *kind != kKindIndex) return bad(absl::StrCat("kind ", *kind));
+  if (*id < 1 || *id > int64_t{UINT32_MAX}) return bad(absl::StrCat("relation id ", *id));
+  if (*page < 1 || *page > int64_t{UINT32_MAX}) return bad(absl::StrCat("page ", *page));
+  CatalogRow out;
+  out.kind = *kind;
+  out.id = static_cast<uint32_t>(*id);
+  out.name = *name;
+  out.page = static_cast<page::PageNo>(*page);
+  out.table = *table;
+  out.flags = *flags;
+  out.definition = *def;
+  return out;
+}
+
 absl::Status ValidateOptions(const Options& o) {
   if (!page::ValidPageSize(o.page_size)) {
     return absl::InvalidArgumentError(
@@ -179,10 +230,18 @@ absl::Status DatabaseImpl::CheckOpen() const {
   return absl::OkStatus();
 }
 
+absl::Status DatabaseImpl::MakeCache(uint32_t page_size) {
+  cache::CacheOptions co{page_size, options_.cache_pages, options_.forced_writes};
+  absl::StatusOr<std::unique_ptr<cache::BufferCache>> cache =
+      cache::BufferCache::Create(file_.get(), co);
+  if (!cache.ok()) return cache.status();
+  cache_ = std::move(*cache);
+  return absl::OkStatus();
+}
+
 absl::Status DatabaseImpl::CreateNew() {
   const uint32_t ps = options_.page_size;
-  cache::CacheOptions co{ps, options_.cache_pages, options_.forced_writes};
-  cache_ = std::make_unique<cache::BufferCache>(file_.get(), co);
+  if (absl::Status s = MakeCache(ps); !s.ok()) return s;
   // The doublewrite area must read back as zeros (no records) until it is written.
   const page::PageNo first_free = page::DoublewriteEnd(ps);
   if (absl::Status s = file_->Allocate(uint64_t{first_free} * ps); !s.ok()) return s;
@@ -243,8 +302,7 @@ absl::Status DatabaseImpl::OpenExisting() {
   }
   size = file_->Size();  // a repair may have written past the old end
   if (!size.ok()) return size.status();
-  cache::CacheOptions co{ps, options_.cache_pages, options_.forced_writes};
-  cache_ = std::make_unique<cache::BufferCache>(file_.get(), co);
+  if (absl::Status s = MakeCache(ps); !s.ok()) return s;
   if (options_.doublewrite) cache_->EnableDoublewrite(*dw);
   {
     std::lock_guard<std::mutex> g(header_mu_);  // before the latch, as in WriteHeader
@@ -333,11 +391,16 @@ absl::Status DatabaseImpl::Close() {
   if (!open_.load()) return absl::OkStatus();
   if (gc_) gc_->Stop();  // before open_ drops: a round in progress finishes its pages
   if (!open_.exchange(false)) return absl::OkStatus();
+  // Transactions still active end rolled back: marked dead, none of their changes is ever
+  // visible, and their versions are garbage. (A commit in doubt stays active: MarkDead refuses
+  // it, and the next Open settles it.) Their objects only see "closed" from now on.
+  for (uint64_t id : txns_->ActiveIds()) (void)txns_->MarkDead(id);
   absl::Status s = cache_->FlushAll();
   if (s.ok()) s = WriteHeader(/*clean=*/true);
   if (s.ok()) s = cache_->RetireDoublewrite();
   if (s.ok()) s = file_->Sync();
   if (!s.ok()) cache_->DiscardAll();
+  owner_lock_.reset();  // nothing more reaches the file from this handle
   if (s.ok()) s = bg_errors_.Take();  // the file is closed cleanly; the user still hears it
   return s;
 }
@@ -366,6 +429,7 @@ void DatabaseImpl::SimulateCrash() {
   if (gc_) gc_->Stop();
   open_.store(false);
   cache_->DiscardAll();
+  owner_lock_.reset();  // a dead process's lock goes with it
 }
 
 // ---------------------------------------------------------------- catalog
@@ -428,35 +492,31 @@ absl::Status DatabaseImpl::LoadCatalog() {
     if (absl::Status s = catalog_->ReadPage(seq, all, &rows); !s.ok()) return s;
   }
   std::unique_lock<std::shared_mutex> g(catalog_mu_);
-  std::vector<Row> index_rows;
+  std::vector<CatalogRow> index_rows;
   for (const auto& [rec, raw] : rows) {
-    Row r;
-    if (absl::Status s = record::DecodeRow(raw, kCatalogColumns, &r); !s.ok()) {
-      return absl::DataLossError(absl::StrCat("catalog record ", rec, ": ", s.message()));
-    }
-    if (std::get<int64_t>(r[0]) == kKindTable) {
+    absl::StatusOr<CatalogRow> r = ParseCatalogRow(rec, raw);
+    if (!r.ok()) return r.status();
+    if (r->kind == kKindTable) {
       TableSchema ts;
-      ts.name = std::get<std::string>(r[2]);
-      if (!DecodeColumns(std::get<std::string>(r[6]), &ts.columns)) {
+      ts.name = r->name;
+      if (!DecodeColumns(r->definition, &ts.columns)) {
         return absl::DataLossError(absl::StrCat("catalog: bad definition of table ", ts.name));
       }
-      absl::StatusOr<TableState*> t = AddTableState(static_cast<uint32_t>(std::get<int64_t>(r[1])),
-                                                    ts, static_cast<page::PageNo>(std::get<int64_t>(r[3])));
+      absl::StatusOr<TableState*> t = AddTableState(r->id, ts, r->page);
       if (!t.ok()) return t.status();
     } else {
-      index_rows.push_back(std::move(r));
+      index_rows.push_back(std::move(*r));
     }
   }
-  for (const Row& r : index_rows) {
+  for (const CatalogRow& r : index_rows) {
     IndexSchema is;
-    is.name = std::get<std::string>(r[2]);
-    is.table = std::get<std::string>(r[4]);
-    is.unique = std::get<int64_t>(r[5]) != 0;
-    if (!DecodeNames(std::get<std::string>(r[6]), &is.columns)) {
+    is.name = r.name;
+    is.table = r.table;
+    is.unique = r.flags != 0;
+    if (!DecodeNames(r.definition, &is.columns)) {
       return absl::DataLossError(absl::StrCat("catalog: bad definition of index ", is.name));
     }
-    absl::StatusOr<IndexState*> ix = AddIndexState(static_cast<uint32_t>(std::get<int64_t>(r[1])),
-                                                   is, static_cast<page::PageNo>(std::get<int64_t>(r[3])));
+    absl::StatusOr<IndexState*> ix = AddIndexState(r.id, is, r.page);
     if (!ix.ok()) return ix.status();
     ix.value()->table->indexes.push_back(*ix);
   }
@@ -608,6 +668,7 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn) {
 }
 
 absl::StatusOr<Table> DatabaseImpl::GetTable(std::string_view name) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
   std::shared_lock<std::shared_mutex> g(catalog_mu_);
   auto it = table_by_name_.find(absl::string_view(name.data(), name.size()));
   if (it == table_by_name_.end()) {
@@ -617,6 +678,7 @@ absl::StatusOr<Table> DatabaseImpl::GetTable(std::string_view name) {
 }
 
 absl::StatusOr<Index> DatabaseImpl::GetIndex(std::string_view name) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
   std::shared_lock<std::shared_mutex> g(catalog_mu_);
   auto it = index_by_name_.find(absl::string_view(name.data(), name.size()));
   if (it == index_by_name_.end()) {
@@ -626,8 +688,9 @@ absl::StatusOr<Index> DatabaseImpl::GetIndex(std::string_view name) {
 }
 
 std::vector<std::string> DatabaseImpl::TableNames() {
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
   std::vector<std::string> out;
+  if (!CheckOpen().ok()) return out;  // a closed database has no tables to offer
+  std::shared_lock<std::shared_mutex> g(catalog_mu_);
   for (const auto& t : tables_) out.push_back(t->schema.name);
   return out;
 }

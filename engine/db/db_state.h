@@ -20,6 +20,7 @@
 #include "engine/cache/page_space.h"
 #include "engine/index/btree.h"
 #include "engine/io/file.h"
+#include "engine/io/owner_lock.h"
 #include "engine/io/temp_space.h"
 #include "engine/page/header_page.h"
 #include "engine/record/relation.h"
@@ -131,6 +132,9 @@ class DatabaseImpl : public Database {
   const Options& options() const override { return options_; }
   uint32_t max_key_size() const override;
 
+  // Database::Open's lock on the file (io/owner_lock.h), released by Close (or SimulateCrash).
+  void TakeOwnerLock(std::unique_ptr<io::OwnerLock> lock) { owner_lock_ = std::move(lock); }
+
   // For crash tests: drops the cache and everything in memory without writing anything, as if
   // the process died. The object is unusable afterwards.
   void SimulateCrash();
@@ -177,10 +181,14 @@ class DatabaseImpl : public Database {
   // Errors no caller waits for (background_errors.h).
   BackgroundErrors* background_errors() { return &bg_errors_; }
   bool open_for_gc() const { return open_.load(std::memory_order_acquire); }
+  // FailedPrecondition "database ... is closed" after Close: what every call on the database,
+  // its transactions, cursors and BLOB readers and writers returns from then on.
+  absl::Status CheckOpen() const;
 
  private:
   friend class TransactionImpl;
   DatabaseImpl(std::unique_ptr<io::File> file, const Options& options);
+  absl::Status MakeCache(uint32_t page_size);  // cache_ for options_.cache_pages
   absl::Status CreateNew();
   absl::Status OpenExisting();
   absl::Status LoadCatalog();
@@ -191,13 +199,13 @@ class DatabaseImpl : public Database {
   absl::StatusOr<internal::IndexState*> AddIndexState(uint32_t id, const IndexSchema& schema,
                                                       page::PageNo root);
   absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn);
-  absl::Status CheckOpen() const;
   // CollectGarbage's work: every table's garbage, now.
   absl::Status CollectAll();
   // After an unclean end (at open, before anything else runs): Validate(free_unreachable),
   // which frees nothing when it finds damage; the damage is then a background error.
   void ReclaimAfterCrash();
 
+  std::unique_ptr<io::OwnerLock> owner_lock_;  // before file_: released after it is closed
   std::unique_ptr<io::File> file_;
   Options options_;
   std::unique_ptr<cache::BufferCache> cache_;

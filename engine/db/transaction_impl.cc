@@ -167,7 +167,7 @@ TransactionImpl::~TransactionImpl() {
 
 absl::Status TransactionImpl::CheckActive() const {
   // Close() ends every transaction still active: nothing may run (or commit) afterwards.
-  if (!db_->open_.load()) return absl::FailedPreconditionError("database is closed");
+  if (absl::Status s = db_->CheckOpen(); !s.ok()) return s;
   if (state_ == State::kActive) return absl::OkStatus();
   if (!doomed_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -200,6 +200,13 @@ absl::Status TransactionImpl::WaitOrConflict(uint64_t other, const char* what, b
                                            " is being changed by active transaction ", other));
   }
   absl::StatusOr<uint64_t> st = db_->txns_->WaitFor(id_, other, opts_.lock_timeout_ms);
+  if (absl::IsDeadlineExceeded(st.status())) {
+    // A conflict like any other for the caller (transaction.h): retry loops test for Aborted.
+    return absl::AbortedError(absl::StrCat("update conflict: lock time-out: ", what,
+                                           " is being changed by transaction ", other,
+                                           ", still active after ", opts_.lock_timeout_ms,
+                                           " ms (lock_timeout_ms)"));
+  }
   if (!st.ok()) return st.status();
   *retry = true;
   return absl::OkStatus();

@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<File>> OpenPosixFile(const std::string& path, con
 
 // Converts an errno into a Status naming the operation and path ("pwrite db.edb at 8192: No space
 // left on device"); ENOSPC becomes ResourceExhausted, ENOENT NotFound, EACCES PermissionDenied,
-// EIO -> Internal.
+// EISDIR InvalidArgument, EIO -> Internal.
 absl::Status ErrnoStatus(int err, std::string_view op, std::string_view path, uint64_t offset = UINT64_MAX);
 
 // Removes a file; NotFound is not an error.

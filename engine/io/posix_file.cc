@@ -244,6 +244,7 @@ absl::Status ErrnoStatus(int err, std::string_view op_sv, std::string_view path_
     case EDQUOT: return absl::ResourceExhaustedError(text);
     case ENOENT: return absl::NotFoundError(text);
     case EEXIST: return absl::AlreadyExistsError(text);
+    case EISDIR: return absl::InvalidArgumentError(text);  // a directory where a file belongs
     case EACCES:
     case EPERM: return absl::PermissionDeniedError(text);
     default: return absl::InternalError(text);

@@ -268,8 +268,11 @@ absl::Status DecompressBody(BodyEncoding enc, std::string_view stored, std::stri
     return absl::OkStatus();
   }
   // The zstd frame records its content size (ZSTD_compress writes it): it must agree before
-  // `len` bytes are allocated.
-  if (ZSTD_getFrameContentSize(stored.data(), stored.size()) != len) {
+  // `len` bytes are allocated, and be one the frame can hold (a block of at least 4 bytes, an
+  // RLE block, expands to at most ZSTD_BLOCKSIZE_MAX = 128 KB), so a damaged length cannot
+  // ask for gigabytes.
+  if (len > uint64_t{stored.size()} * (128 << 10) / 4 ||
+      ZSTD_getFrameContentSize(stored.data(), stored.size()) != len) {
     return absl::DataLossError("corrupt record: zstd body");
   }
   raw->resize(len);

@@ -613,14 +613,23 @@ absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreBlobRecord(
 }
 
 absl::StatusOr<std::string> Relation::ReadBlobRecord(PageNo p, uint16_t line) {
-  absl::StatusOr<std::string> rec = ReadLine(p, line);
-  if (!rec.ok()) return rec.status();
-  RecordHeader h;
-  if (!DecodeHeader(*rec, &h) || !(h.flags & kRecBlob)) {
+  // BLOB ids come from callers too: one naming no BLOB header record (a page past the end, or
+  // not a data page of ours, an empty line) is NotFound, not damage.
+  auto none = [&](const char* why) {
     return absl::NotFoundError(absl::StrCat("page ", p, " line ", line, " of relation ", id_,
-                                            " is not a BLOB"));
+                                            " is not a BLOB (", why, ")"));
+  };
+  if (p >= space_->page_count()) return none("the page is past the end of the database");
+  absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
+  if (!r.ok()) return r.status();
+  if (page::GetType(r->data()) != page::PageType::kData || page::DpRelation(r->data()) != id_) {
+    return none("not a data page of the relation");
   }
-  return rec->substr(h.size());
+  std::optional<std::string_view> rec = page::DpGet(r->data(), ps_, line);
+  if (!rec) return none("no such line");
+  RecordHeader h;
+  if (!DecodeHeader(*rec, &h) || !(h.flags & kRecBlob)) return none("a record, not a BLOB");
+  return std::string(rec->substr(h.size()));
 }
 
 absl::Status Relation::DeleteBlobRecord(PageNo p, uint16_t line, uint64_t mark_txn) {

@@ -133,6 +133,12 @@ absl::Status TxnManager::Load(PageNo first_tip, uint64_t oit, uint64_t next) {
     if (tips_.empty()) return absl::DataLossError("database has no TIP page");
   }
   base_ = std::max<uint64_t>(1, oit);
+  if (next > base_ && next - base_ > kChunks * kChunkSize) {
+    // More states than memory has slots for (Slot would return none): a damaged header.
+    return absl::DataLossError(absl::StrCat("header of ", cache_->file()->path(),
+                                            ": next transaction ", next, " is more than 2^32 "
+                                            "past the oldest interesting one, ", oit));
+  }
   next_.store(std::max<uint64_t>(next, base_));
   reserved_ = next_.load();
   // States of [base_, next): anything still active crashed with us: it is dead now.
@@ -196,6 +202,14 @@ void TxnManager::Finished(uint64_t txn) {
   }
   std::lock_guard<std::mutex> w(wait_mu_);
   wait_cv_.notify_all();
+}
+
+std::vector<uint64_t> TxnManager::ActiveIds() const {
+  std::lock_guard<std::mutex> g(active_mu_);
+  std::vector<uint64_t> ids;
+  ids.reserve(active_.size());
+  for (const auto& [t, info] : active_) ids.push_back(t);
+  return ids;
 }
 
 absl::Status TxnManager::MarkDead(uint64_t txn) {

@@ -85,6 +85,9 @@ class TxnManager {
   // DeadlineExceeded (timeout).
   absl::StatusOr<uint64_t> WaitFor(uint64_t self, uint64_t other, int64_t timeout_ms);
 
+  // The transactions still active, in no particular order (what Close ends).
+  std::vector<uint64_t> ActiveIds() const;
+
   TxnCounters counters() const;
   // Garbage-collection horizon: every active transaction's snapshot sees every version committed
   // at or before this CN (read-committed transactions count with the CN they started at).

@@ -44,17 +44,28 @@ struct ValidationReport {
 
 class Database {
  public:
-  // Opens (or, with create_if_missing, creates) the database at `path`. Errors: NotFound,
-  // InvalidArgument ("not an EmberDB database", bad options), DataLoss (a bad header page),
-  // FailedPrecondition (unsupported format version), or the I/O error.
+  // Opens (or, with create_if_missing, creates) the database at `path`. The returned handle
+  // owns the file until Close (or destruction): it holds a lock on it, so another Open of the
+  // same file, from this process (under any path) or another one, fails with
+  // Unavailable "database ... is in use: ..." until then. A process that dies releases the
+  // lock; a child forked while the database is open shares it until it exits or execs.
+  // Errors: NotFound, AlreadyExists (error_if_exists), Unavailable (in use), InvalidArgument
+  // ("not an EmberDB database", a directory, bad options, a cache larger than this machine's
+  // memory), ResourceExhausted (the cache's memory cannot be allocated), DataLoss (a bad
+  // header page or catalog), FailedPrecondition (unsupported format version), or the I/O error.
   static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path,
                                                         const Options& options);
   virtual ~Database() = default;  // closes if still open (errors are dropped: call Close)
 
-  // Ends every transaction still active (rolled back), writes what is dirty, marks the file
-  // cleanly closed. The object is unusable afterwards. When that succeeded, returns the first
-  // background error not reported yet (DatabaseStats::background_errors): the file is then
-  // closed cleanly all the same.
+  // Ends every transaction still active as rolled back (marked dead: none of its changes is
+  // ever visible; its versions are garbage for the collector after the next Open), writes what
+  // is dirty, marks the file cleanly closed and releases the file's lock. Afterwards every
+  // call on the database and on its transactions, cursors and BLOB readers and writers fails
+  // with FailedPrecondition "database ... is closed" (TableNames() is empty, Rollback OK);
+  // those objects must still be destroyed before the Database object. Close must not run
+  // while another thread is inside a call on this database or its transactions. A second
+  // Close returns OK. When the close succeeded, returns the first background error not
+  // reported yet (DatabaseStats::background_errors): the file is closed cleanly all the same.
   virtual absl::Status Close() = 0;
 
   virtual absl::StatusOr<std::unique_ptr<Transaction>> Begin(
@@ -63,6 +74,7 @@ class Database {
   // DDL runs in a system transaction of its own and is committed when it returns.
   virtual absl::StatusOr<Table> CreateTable(const TableSchema& schema) = 0;
   virtual absl::StatusOr<Index> CreateIndex(const IndexSchema& schema) = 0;
+  // NotFound for an unknown name.
   virtual absl::StatusOr<Table> GetTable(std::string_view name) = 0;
   virtual absl::StatusOr<Index> GetIndex(std::string_view name) = 0;
   virtual std::vector<std::string> TableNames() = 0;

@@ -82,7 +82,12 @@ class Cursor {
 
 // Errors specific to transactions:
 // - Aborted "update conflict ...": the record was changed by a concurrent transaction
-//   (committed after our snapshot, or still active with wait = false / timeout).
+//   (committed after our snapshot, or still active with wait = false); "update conflict: lock
+//   time-out ..." when it was still active after lock_timeout_ms; "deadlock ..." when waiting
+//   would deadlock. Every Aborted means: roll back and retry the transaction.
+// - FailedPrecondition "database ... is closed": the Database was closed (Close ended this
+//   transaction as rolled back); every call fails so, Rollback returns OK. A Transaction (and
+//   its cursors and BLOB readers and writers) must be destroyed before its Database object.
 // - AlreadyExists "unique index ...": a visible or in-flight record has the same key.
 // - FailedPrecondition: the transaction is already committed or rolled back.
 // - InvalidArgument "index ... key of N bytes": a key longer than Database::max_key_size(); the
@@ -140,8 +145,9 @@ class Transaction {
   // makes the older one unnamed: it can no longer be released or rolled back to by name, its
   // changes stay with whatever encloses it, and the savepoints made after it are untouched.
   // Release merges a savepoint and every savepoint after it into the enclosing one; rollback
-  // undoes every change since it was created and keeps it. NotFound for an unknown name;
-  // FailedPrecondition with no_savepoint.
+  // undoes every change since it was created and keeps it (empty), and discards every
+  // savepoint made after it (their names are unknown afterwards, as in SQL). NotFound for an
+  // unknown name; FailedPrecondition with no_savepoint.
   virtual absl::Status Savepoint(std::string_view name) = 0;
   virtual absl::Status ReleaseSavepoint(std::string_view name) = 0;
   virtual absl::Status RollbackToSavepoint(std::string_view name) = 0;
