@@ -145,7 +145,7 @@ TEST_CASE("cache_pages past this machine's memory is InvalidArgument", "[db][err
 // it, and an address-space limit breaks the sanitizer's own mappings: the allocation failure
 // itself cannot be produced there (the InvalidArgument bound above still runs).
 #else
-TEST_CASE("a cache whose memory cannot be allocated is ResourceExhausted", "[db][errors]") {
+TEST_CASE("a cache whose memory cannot be allocated is ResourceExhausted", "[db][errors][fork]") {
   TempDb tmp;
   REQUIRE_OK(OpenOrFail(tmp.path(), CreateOptions(8192))->Close());
   std::fflush(nullptr);

@@ -154,7 +154,7 @@ constexpr int kChildFailed = 3;
 }
 
 TEST_CASE("owner lock: another process holding the database refuses Open until it is killed",
-          "[db][owner]") {
+          "[db][owner][fork]") {
   TempDb tmp;
   {
     auto db = OpenOrFail(tmp.path(), CreateOptions());
