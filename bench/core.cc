@@ -420,14 +420,14 @@ absl::Status EnsureLoaded(Engine e) {
 
 void BM_Core(benchmark::State& state, Op op, Engine engine) {
   const bool ember = engine != Engine::kSqlite;
-  EmberCore& g_ember = EmberOf(engine);  // this row's EmberDB database
+  EmberCore& mine = EmberOf(engine);  // this row's EmberDB database
   const std::string what = absl::StrCat("core/", kOpNames[static_cast<int>(op)], "/",
                                         kEngineNames[static_cast<int>(engine)]);
   const int64_t rows = Rows();
   const int64_t per_txn = std::max<int64_t>(1, FLAGS_updates_per_txn.i64());
   std::vector<int64_t> ids;
   if (op == Op::kInsert) {
-    absl::Status s = ember ? g_ember.Create(EmberOptions(engine)) : g_sqlite.Create();
+    absl::Status s = ember ? mine.Create(EmberOptions(engine)) : g_sqlite.Create();
     if (Failed(state, s, what + " create")) return;
   } else {
     if (Failed(state, EnsureLoaded(engine), what + " load")) return;
@@ -437,25 +437,25 @@ void BM_Core(benchmark::State& state, Op op, Engine engine) {
   int64_t items = 0;
   double commit_s = 0;
   for (auto _ : state) {
-    const Counters before = ember ? g_ember.Pages() : g_sqlite.TakePages();
+    const Counters before = ember ? mine.Pages() : g_sqlite.TakePages();
     const double cpu0 = ProcessCpuSeconds();
     const auto t0 = Clock::now();
     absl::Status s;
     switch (op) {
       case Op::kInsert:
-        s = ember ? EmberInsert(g_ember, rows, &commit_s) : SqliteInsert(g_sqlite, rows, &commit_s);
+        s = ember ? EmberInsert(mine, rows, &commit_s) : SqliteInsert(g_sqlite, rows, &commit_s);
         items = rows;
         break;
       case Op::kLookup:
-        s = ember ? EmberLookup(g_ember, ids) : SqliteLookup(g_sqlite, ids);
+        s = ember ? EmberLookup(mine, ids) : SqliteLookup(g_sqlite, ids);
         items = static_cast<int64_t>(ids.size());
         break;
       case Op::kUpdate:
-        s = ember ? EmberUpdate(g_ember, ids, per_txn) : SqliteUpdate(g_sqlite, ids, per_txn);
+        s = ember ? EmberUpdate(mine, ids, per_txn) : SqliteUpdate(g_sqlite, ids, per_txn);
         items = static_cast<int64_t>(ids.size());
         break;
       case Op::kScan:
-        s = ember ? EmberScan(g_ember) : SqliteScan(g_sqlite);
+        s = ember ? EmberScan(mine) : SqliteScan(g_sqlite);
         items = rows;
         break;
     }
@@ -463,11 +463,11 @@ void BM_Core(benchmark::State& state, Op op, Engine engine) {
     const double cpu_secs = ProcessCpuSeconds() - cpu0;
     if (Failed(state, s, what)) {
       // A half-done insert or update leaves the database in an unknown state: start over next time.
-      (void)(ember ? g_ember.Drop() : g_sqlite.Drop());
+      (void)(ember ? mine.Drop() : g_sqlite.Drop());
       return;
     }
     state.SetIterationTime(secs);
-    const Counters pages = ember ? g_ember.Pages() - before : g_sqlite.TakePages();
+    const Counters pages = ember ? mine.Pages() - before : g_sqlite.TakePages();
     SetPageCounters(state, pages);
     if (!ember) {
       state.counters.erase("marks");      // SQLite has no equivalent

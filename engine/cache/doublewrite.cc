@@ -195,7 +195,6 @@ void Doublewrite::Declared(uint64_t through) {
 absl::Status Doublewrite::WriteMarker(uint64_t through) {
   const uint64_t seq = next_seq_++;
   if (absl::Status s = PutMarker(file_, ps_, next_marker_, seq, through); !s.ok()) return s;
-  ++markers_;
   next_marker_ ^= 1;
   uint64_t epoch = 0;
   if (forced_) {
@@ -274,13 +273,13 @@ absl::StatusOr<uint64_t> Doublewrite::Protect(std::span<const Item> items,
       rec.entries.push_back(e);
       window_[it.no] = rec.seq;
     }
-    copies_ += n;
   }
-  std::vector<uint8_t> head(ps_);
-  page::WriteDwRecord(head.data(), ps_, SlotPage(first), rec);
+  // WriteDwRecord formats the whole page: no need to zero it first (one per flush).
+  const std::unique_ptr<uint8_t[]> head = std::make_unique_for_overwrite<uint8_t[]>(ps_);
+  page::WriteDwRecord(head.get(), ps_, SlotPage(first), rec);
   std::vector<io::WriteRequest> reqs;
   reqs.reserve(n);
-  reqs.push_back({uint64_t{SlotPage(first)} * ps_, head.data(), ps_});
+  reqs.push_back({uint64_t{SlotPage(first)} * ps_, head.get(), ps_});
   uint32_t at = first + 1;
   for (const Item& it : items) {
     if (it.bytes) reqs.push_back({uint64_t{SlotPage(at++)} * ps_, it.bytes, ps_});
@@ -336,16 +335,6 @@ absl::Status Doublewrite::RetireAll() {
   std::lock_guard<std::mutex> g(mu_);
   if (flights_.empty()) return absl::OkStatus();
   return WriteMarker(next_seq_);  // the marker's own seq: every record before it
-}
-
-uint64_t Doublewrite::copies_written() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return copies_;
-}
-
-uint64_t Doublewrite::markers_written() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return markers_;
 }
 
 }  // namespace ember::cache

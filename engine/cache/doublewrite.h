@@ -105,9 +105,6 @@ class Doublewrite {
   // Voids every record. REQUIRES: every home write is done and the file synced (clean close).
   absl::Status RetireAll();
 
-  uint64_t copies_written() const;  // pages copied into the area (record pages included)
-  uint64_t markers_written() const;
-
  private:
   struct Flight {
     uint64_t seq;
@@ -139,7 +136,7 @@ class Doublewrite {
   const DwHooks hooks_;
   const bool forced_;
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;      // a flight's home writes completed
   std::deque<Flight> flights_;      // guarded by mu_: records not declared void, in seq order
   uint32_t pos_ = 0;                // guarded by mu_: next ring index
@@ -149,8 +146,6 @@ class Doublewrite {
   uint32_t next_marker_;            // guarded by mu_
   // guarded by mu_: page -> seq of its newest record not declared void
   absl::flat_hash_map<PageNo, uint64_t> window_;
-  uint64_t copies_ = 0;   // guarded by mu_
-  uint64_t markers_ = 0;  // guarded by mu_
 };
 
 }  // namespace ember::cache

@@ -39,6 +39,13 @@ void RequireBatchPath(const FaultFile& f, bool uring) {
   REQUIRE((uring ? c.pwrite : c.io_uring) == 0);
 }
 
+// `n` pages of kPage bytes, page i filled with the character first + i.
+std::vector<std::string> PagesOf(int n, char first) {
+  std::vector<std::string> data;
+  for (int i = 0; i < n; ++i) data.emplace_back(kPage, static_cast<char>(first + i));
+  return data;
+}
+
 absl::Status WriteBatchOfPages(File& f, uint64_t first_page, const std::vector<std::string>& data) {
   std::vector<WriteRequest> reqs;
   for (size_t i = 0; i < data.size(); ++i) {
@@ -107,8 +114,7 @@ TEST_CASE("fault file: WriteBatch counts each request as a write, on either path
   TempDir dir;
   REQUIRE(dir.ok());
   auto f = MakeFaultFile(dir, uring);
-  std::vector<std::string> data;
-  for (int i = 0; i < 5; ++i) data.emplace_back(kPage, static_cast<char>('0' + i));
+  const std::vector<std::string> data = PagesOf(5, '0');
 
   f->FailWriteAfter(3, EIO);
   CHECK(absl::IsInternal(WriteBatchOfPages(*f, 0, data)));
@@ -210,8 +216,7 @@ TEST_CASE("fault file: ENOSPC in the middle of an io_uring batch fails only that
   TempDir dir;
   REQUIRE(dir.ok());
   auto f = MakeFaultFile(dir, uring);
-  std::vector<std::string> data;
-  for (int i = 0; i < 8; ++i) data.emplace_back(kPage, static_cast<char>('a' + i));
+  const std::vector<std::string> data = PagesOf(8, 'a');
   f->FailWriteAfter(4, ENOSPC);
   CHECK(absl::IsResourceExhausted(WriteBatchOfPages(*f, 0, data)));
   RequireBatchPath(*f, uring);
