@@ -834,8 +834,11 @@ struct PowerStats {
 // or a transaction doomed by it (a failed statement whose undo met the fault too).
 bool ExpectedIoError(const absl::Status& s) {
   if (s.message().find(std::strerror(EIO)) == absl::string_view::npos) return false;
-  return absl::IsInternal(s) || (absl::IsFailedPrecondition(s) &&
-                                 s.message().find(" is doomed ") != absl::string_view::npos);
+  // Unknown: a commit whose sync failed and whose marking as dead failed too is in doubt until
+  // the database is reopened (transaction.h); either outcome may come back.
+  return absl::IsInternal(s) || absl::IsUnknown(s) ||
+         (absl::IsFailedPrecondition(s) &&
+          s.message().find(" is doomed ") != absl::string_view::npos);
 }
 
 // Where one run crashes: in transaction `txn`, at its `nth` step of kind `kind` (falling back to
@@ -969,7 +972,7 @@ void PowerLossRun(uint64_t seed, int mode, LossModel loss, PowerStats* stats) {
         REQUIRE(armed);
         REQUIRE(ExpectedIoError(c));
         ++stats->commit_failed;
-        if (d.reorder != nullptr) in_doubt = std::move(view);
+        if (d.reorder != nullptr || absl::IsUnknown(c)) in_doubt = std::move(view);
       }
       if (armed) {
         crash();
