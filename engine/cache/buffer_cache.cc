@@ -895,7 +895,7 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, 
       if (!first_error.ok()) break;
     }
     for (auto [f, no] : levels[lv]) {
-      const bool own = (f == held);
+      const bool own = held != nullptr && f == held;
       if (!own) {
         bool pinned = false;
         while (!(pinned = TryPin(f, no)) && f->page_no.load(std::memory_order_acquire) == no) {

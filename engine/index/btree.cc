@@ -137,6 +137,9 @@ struct SplitPlan {
 // points where both halves fit.
 size_t ChooseSplit(const BtreeNode& node, size_t inserted, uint32_t page_size) {
   const size_t n = node.entries.size();
+  // A split needs two entries, and a page never holds more entries than bytes (the bound also
+  // tells GCC at -O3 that the vectors below cannot be sized past the address space).
+  if (n < 2 || n > page_size) return 0;
   const bool internal = !node.leaf();
   const auto& e = node.entries;
   constexpr size_t kR = page::kBtreeRestartInterval;
