@@ -1142,7 +1142,7 @@ void PrintSummary() {
 
 int main(int argc, char** argv) {
   using namespace ember::bench;
-  if (!Init(&argc, argv)) return 1;
+  if (!CheckNoRepetitions(argc, argv) || !Init(&argc, argv)) return 1;
   const std::string content = FLAGS_content.str();
   const int64_t level = FLAGS_zstd_level.i64();
   if ((content != "random" && content != "text") || level < 0 || level > 19) {

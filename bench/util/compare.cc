@@ -2,6 +2,7 @@
 #include "bench/util/compare.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -15,6 +16,24 @@ Flag FLAGS_runs("runs", int64_t{1},
 int Runs() { return static_cast<int>(std::clamp<int64_t>(FLAGS_runs.i64(), 1, 1000)); }
 
 bool EmberFirst(int run, int salt) { return (run + salt) % 2 == 0; }
+
+bool CheckNoRepetitions(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const bool repeats = arg.starts_with("--benchmark_repetitions") &&
+                         arg != "--benchmark_repetitions=1";
+    const bool shuffles = arg.starts_with("--benchmark_enable_random_interleaving") &&
+                          !arg.ends_with("=false") && !arg.ends_with("=0");
+    if (repeats || shuffles) {
+      std::fprintf(stderr,
+                   "bench: %s: this binary's rows are one-shot phases paired by run; use "
+                   "--runs=N (alternating which engine goes first) instead\n",
+                   argv[i]);
+      return false;
+    }
+  }
+  return true;
+}
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;

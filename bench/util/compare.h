@@ -24,6 +24,12 @@ int Runs();              // FLAGS_runs, at least 1
 
 bool EmberFirst(int run, int salt = 0);
 
+// False (after saying why) when the command line asks Google Benchmark to repeat or shuffle
+// rows (--benchmark_repetitions above 1, --benchmark_enable_random_interleaving): the phases
+// of a comparison are one-shot rows that build on each other and are paired by run, so
+// repetitions go through --runs instead. Call before Init.
+bool CheckNoRepetitions(int argc, char** argv);
+
 // Median of `v` (the mean of the two middle values for an even count); 0 when empty.
 double Median(std::vector<double> v);
 
