@@ -677,7 +677,12 @@ void BM_CacheFetch(benchmark::State& state) {
   state.counters["ns_per_fetch"] = benchmark::Counter(ns, benchmark::Counter::kAvgThreads);
   if (state.thread_index() == 0) {
     // Cache-wide: every thread's reads show here, and there must be none (all hits).
-    state.counters["reads"] = static_cast<double>(cache->counters().reads - before.reads);
+    const uint64_t reads = cache->counters().reads - before.reads;
+    state.counters["reads"] = static_cast<double>(reads);
+    if (reads != 0) {
+      Failed(state, Wrong(absl::StrCat(reads, " reads: a resident page was not a hit")),
+             "core/cache_fetch");
+    }
   }
   std::lock_guard<std::mutex> g(g_cache_mu);
   g_cache_ns_sum += ns;
