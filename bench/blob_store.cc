@@ -1,10 +1,12 @@
-// bench/blob_store: files stored as a bytes column, as a striped table or as a BLOB
-// (../shared/design/experiments.md section 5, after the PostgreSQL BYTEA / striped BYTEA / LOB
-// experiment), on EmberDB and on SQLite doing the same work in the same run.
+// bench/blob_store: files stored as a bytes column, as a striped table or as a BLOB, on EmberDB
+// and on SQLite doing the same work in the same run. The three layouts are those of the
+// PostgreSQL comparison of BYTEA, BYTEA cut into segments, and large objects (LOB): one value
+// per file, one row per segment of a file, or a value streamed through a handle.
 //
 //   tools/dev bench blob_store [--mb_per_class=N] [--segment=S[,S...]] [--buffer=B[,B...]]
 //                              [--layouts=bytes,striped,blob] [--classes=very_small,...]
-//                              [--seed=N] [--sqlite_journal=delete|wal] [--forced_writes=0|1]
+//                              [--runs=N] [--seed=N] [--sqlite_journal=delete|wal]
+//                              [--sqlite_secure_delete=0|1] [--forced_writes=0|1]
 //                              [--content=random|text] [--zstd_level=0..19]
 //                              [common flags, see bench/util/bench_util.h]
 //                              [--benchmark_filter=... --benchmark_out=x.json ...]
@@ -17,7 +19,7 @@
 // --content=text makes them compressible text instead, and --zstd_level compresses EmberDB's
 // data columns (Column::zstd_level): what compression costs and saves (db_mb) against SQLite.
 //
-// Layouts (the database is created anew for every layout, size class and engine):
+// Layouts (the database is created anew for every layout, size class, engine and run):
 //   bytes          files(id, size, data bytes): the whole file in one column value.
 //                  SQLite: files(id INTEGER PRIMARY KEY, size, data BLOB), bound and read whole.
 //   striped:S      files(id, size) plus seg(file_id, seq, data bytes) holding the file cut into
@@ -39,32 +41,51 @@
 //   delete  every file deleted, one transaction per file: the files row (EmberDB: its BLOB or
 //           out-of-line value goes with it), for striped also every segment row (EmberDB: found
 //           through the index, then deleted; SQLite: DELETE ... WHERE file_id = ?, the changed
-//           row count checked). After the timed part, an untimed check that no row is left.
-// Row names: blob_store/<class>/<layout>/<engine>/<phase>, run in that order (class by class,
-// so only one class of files is in memory). A read or delete row whose store row did not run
-// (filters, repetitions) loads its database untimed first; a store always starts from a fresh
-// database. The database is closed and removed after its delete row.
+//           row count checked). The same work on both sides means the space is free again when
+//           the phase ends: SQLite puts the pages on its freelist inside each DELETE, while an
+//           EmberDB delete leaves a stub and the pages go back to the free list when the garbage
+//           is collected. So EmberDB's timed phase ends with Database::CollectGarbage, and its
+//           databases here run without the background collector (GcPolicy::kCooperative): all
+//           of the collection is on the timed thread, none of it before or after the timing.
+//           After the timed part, untimed checks: no row is left, and the pages are free again
+//           in both engines (EmberDB: Validate finds no unreachable page or orphan BLOB, and
+//           the pages in use are back to what the empty database used, within a small
+//           allowance; SQLite: page_count - freelist_count, the same way). A failed check fails
+//           the row and the binary exits with 1.
+// Row names: blob_store/<class>/<layout>/run:<r>/<engine>/<phase>, in that order (class by
+// class, so only one class of files is in memory). Within a run an engine does its three phases
+// and closes its database before the other engine starts, so no thread or cache of one engine
+// lives through the other's phases. Run r takes EmberDB first or SQLite first in turn (ABBA,
+// bench/util/compare.h), alternating also from one layout and class to the next. A read or
+// delete row whose store row did not run (filters) loads its database untimed first; a store
+// always starts from a fresh database. The database is closed and removed after its delete row.
 //
 // Counters: MB/s (file bytes of the phase / seconds; also bytes_per_second), files, cpu_s
-// (process CPU), db_mb (database file size after the phase) and the page counters: EmberDB
-// fetches, marks, reads, writes of the phase (DatabaseStats); SQLite its pager's nearest
-// equivalents as in bench/core (fetches = cache hits + misses, reads = misses, writes = pages
-// written to the database file; no marks).
+// (process CPU of the phase; with the other engine's database closed and EmberDB's collector
+// off this is the engine's own work), db_mb (database file size after the phase), and pages:
+// EmberDB fetches, marks, reads, writes (pages written home) and dw_writes (torn-page
+// protection copies) of the phase (DatabaseStats). SQLite fetches and reads from its pager
+// (hits + misses, misses), writes = pages written to the database file and journal_writes =
+// bytes written to the rollback journal (or WAL) in pages, both counted by a VFS layer
+// (bench/util/sqlite_util.h), and syncs. all_writes on both = every page written: EmberDB
+// writes + dw_writes, SQLite writes + journal_writes. Delete rows add gc_ms (EmberDB: the
+// CollectGarbage part of the phase) and pages_in_use after the phase.
 //
 // Durability is matched: --forced_writes=1 (default) = EmberDB fsync at commit and SQLite
 // synchronous=FULL; 0 = no fsync, synchronous=OFF. SQLite's journal is the rollback journal
-// (journal_mode=DELETE, the closest to careful write) unless --sqlite_journal says otherwise.
-// Both use --page_size and a cache of --cache_pages pages.
+// (journal_mode=DELETE, the closest to careful write) unless --sqlite_journal says otherwise,
+// and secure_delete is off (freed pages are not overwritten, as in EmberDB) unless
+// --sqlite_secure_delete=1. Both use --page_size and a cache of --cache_pages pages.
 //
-// --reuse_check=1 adds, after each delete row, an untimed check of space reuse: garbage
-// collection (EmberDB CollectGarbage; SQLite has its freelist already), the files stored again,
-// and the growth of the database file reported (reuse_growth_mb, and a table at the end).
+// --reuse_check=1 adds, after each delete row, an untimed check of space reuse: the files
+// stored again, and the growth of the database file reported (reuse_growth_mb, and a table at
+// the end).
 //
-// At the end a table per layout and size class: EmberDB s, SQLite s and EmberDB / SQLite for
-// each phase (below 1: EmberDB faster), on stdout for the console format, else on stderr.
+// At the end a table per layout and size class: for each phase the median seconds of EmberDB
+// and SQLite, the median of the per-run ratios EmberDB / SQLite (below 1: EmberDB faster) and of
+// the CPU ratios, then the count of wins, losses and evens; on stdout for the console format,
+// else on stderr.
 #include <sqlite3.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include <algorithm>
 #include <charconv>
@@ -84,6 +105,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/util/bench_util.h"
+#include "bench/util/compare.h"
 #include "bench/util/sqlite_util.h"
 #include "ember/ember.h"
 #include "engine/util/crc32c.h"
@@ -110,29 +132,12 @@ Flag FLAGS_content("content", "random",
 Flag FLAGS_zstd_level("zstd_level", int64_t{0},
                       "EmberDB: Column::zstd_level of the data columns (0 = uncompressed, the "
                       "default; 1..19). SQLite stores the same bytes uncompressed");
-Flag FLAGS_sqlite_journal("sqlite_journal", "delete", "SQLite journal_mode: delete, wal, ...");
 Flag FLAGS_reuse_check("reuse_check", false,
-                       "after each delete row: collect garbage, store the files again (untimed) "
-                       "and report how much the database file grew (reuse_growth_mb; ~0 when "
-                       "the deleted space is reused)");
+                       "after each delete row: store the files again (untimed) and report how "
+                       "much the database file grew (reuse_growth_mb; ~0 when the deleted space "
+                       "is reused)");
 
 constexpr double kMB = 1048576.0;
-
-
-uint64_t FileBytes(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-}
-
-absl::Status Wrong(std::string_view what) {
-  return absl::InternalError(absl::StrCat("wrong result: ", std::string(what)));
-}
-
-// The status with `context` in front of its message (same code).
-absl::Status With(const absl::Status& s, std::string_view context) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(std::string(context), ": ", s.message()));
-}
 
 // ---------------------------------------------------------------- the files
 
@@ -162,13 +167,6 @@ struct FileSet {
 FileSet g_files;  // the files of one size class at a time
 std::map<int, double> g_files_mb;  // class -> MB of its files (for the summary)
 std::map<int, size_t> g_files_n;   // class -> number of files
-
-uint64_t Mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // The files of class `cls` (made on first use, untimed; the previous class's are freed).
 FileSet& FilesFor(int cls) {
@@ -253,22 +251,53 @@ class Backend {
   virtual absl::Status Create(const Variant& v) = 0;
   virtual absl::Status Store(FileSet& fs) = 0;  // may move a file's bytes out and back
   virtual absl::Status Read(const FileSet& fs) = 0;
-  virtual absl::Status Delete(const FileSet& fs) = 0;
+  // Deletes every file and makes its space free again (see the file comment); *gc_seconds is
+  // the part of it that was garbage collection (0 for SQLite, whose DELETE frees the pages).
+  virtual absl::Status Delete(const FileSet& fs, double* gc_seconds) = 0;
   // No row left (after Delete).
   virtual absl::Status CheckEmpty() = 0;
-  // Whatever makes deleted space reusable without a new write (EmberDB: garbage collection).
-  virtual absl::Status Settle() = 0;
+  // Pages of the database file in use (not free), found untimed.
+  virtual absl::StatusOr<uint64_t> PagesInUse() = 0;
   // Closes and removes the database.
   virtual absl::Status Drop() = 0;
-  // Page counters since the previous call.
+  // Page counters since the previous call (SQLite: with its file writes, see SetCounters).
   virtual Counters TakePages() = 0;
+  // Puts the page counters of a phase on its row.
+  virtual void SetCounters(benchmark::State& state, const Counters& pages) = 0;
   uint64_t DbBytes() const { return path_.empty() ? 0 : FileBytes(path_); }
+
+  // After Delete: the deleted files' pages are free again. Pages in use may exceed the empty
+  // database's by an allowance for the pages a table keeps once it has held rows (pointer
+  // pages, index levels): 16 pages plus 1% of the pages the files took, far below the pages
+  // of the files themselves.
+  absl::Status CheckFreed(const FileSet& fs, uint64_t* in_use) {
+    absl::StatusOr<uint64_t> now = PagesInUse();
+    if (!now.ok()) return With(now.status(), "pages in use");
+    *in_use = *now;
+    const uint64_t file_pages = fs.bytes / static_cast<uint64_t>(FLAGS_page_size.i64());
+    const uint64_t allowed = empty_in_use_ + 16 + file_pages / 100;
+    if (*now > allowed) {
+      return Wrong(absl::StrCat(name(), ": ", *now, " pages in use after the delete phase; the "
+                                "empty database used ", empty_in_use_, ", the files about ",
+                                file_pages, ": their pages were not freed"));
+    }
+    return absl::OkStatus();
+  }
 
   std::string loaded_key;  // variant/class whose files the database holds ("" = none)
 
  protected:
+  // Call at the end of Create: the pages the empty database uses.
+  absl::Status NoteEmpty() {
+    absl::StatusOr<uint64_t> n = PagesInUse();
+    if (!n.ok()) return With(n.status(), "pages in use");
+    empty_in_use_ = *n;
+    return absl::OkStatus();
+  }
+
   Variant v_;
   std::string path_;
+  uint64_t empty_in_use_ = 0;
 };
 
 // ---------------------------------------------------------------- EmberDB
@@ -282,7 +311,9 @@ class EmberBackend : public Backend {
     (void)Drop();
     v_ = v;
     path_ = NewDbPath("blob_store-ember");
-    auto d = Database::Open(path_, DefaultOptions());
+    Options o = DefaultOptions();
+    o.gc_policy = GcPolicy::kCooperative;  // no collector thread: the delete phase collects
+    auto d = Database::Open(path_, o);
     if (!d.ok()) return With(d.status(), "open");
     db_ = std::move(*d);
     last_ = db_->stats().pages;
@@ -306,7 +337,7 @@ class EmberBackend : public Backend {
       if (!ix.ok()) return With(ix.status(), "create index seg_ix");
       seg_ix_ = *ix;
     }
-    return absl::OkStatus();
+    return NoteEmpty();
   }
 
   absl::Status Drop() override {
@@ -326,6 +357,25 @@ class EmberBackend : public Backend {
     const Counters d = now - last_;
     last_ = now;
     return d;
+  }
+
+  void SetCounters(benchmark::State& state, const Counters& pages) override {
+    SetPageCounters(state, pages);
+    SetAllWrites(state, pages);
+  }
+
+  // Pages reachable from the catalog (Validate's pages_checked), once Validate has found no
+  // damage, no unreachable page and no orphan BLOB: every other page below page_count is free.
+  absl::StatusOr<uint64_t> PagesInUse() override {
+    auto rep = db_->Validate();
+    if (!rep.ok()) return rep.status();
+    if (!rep->ok()) return Wrong(absl::StrCat("Validate: ", rep->errors.front()));
+    if (!rep->unreachable_pages.empty() || !rep->orphan_blobs.empty()) {
+      return Wrong(absl::StrCat("Validate: ", rep->unreachable_pages.size(),
+                                " unreachable pages, ", rep->orphan_blobs.size(),
+                                " orphan BLOBs (pages neither in use nor free)"));
+    }
+    return rep->pages_checked;
   }
 
   absl::Status Store(FileSet& fs) override {
@@ -452,7 +502,7 @@ class EmberBackend : public Backend {
     return With((*txn)->Commit(), "read: commit");
   }
 
-  absl::Status Delete(const FileSet& fs) override {
+  absl::Status Delete(const FileSet& fs, double* gc_seconds) override {
     if (rids_.size() != fs.files.size()) return Wrong("delete: the files were not stored");
     std::vector<RecordId> segs;
     for (size_t i = 0; i < fs.files.size(); ++i) {
@@ -487,7 +537,11 @@ class EmberBackend : public Backend {
       if (absl::Status s = (*txn)->Commit(); !s.ok()) return With(s, absl::StrCat(ctx, ", commit"));
     }
     rids_.clear();
-    return absl::OkStatus();
+    // What SQLite's DELETE did inline: the records and the pages of their values go.
+    const auto t0 = Clock::now();
+    absl::Status s = With(db_->CollectGarbage(), "delete: CollectGarbage");
+    *gc_seconds = Seconds(t0, Clock::now());
+    return s;
   }
 
   absl::Status CheckEmpty() override {
@@ -508,8 +562,6 @@ class EmberBackend : public Backend {
     return (*txn)->Commit();
   }
 
-  absl::Status Settle() override { return With(db_->CollectGarbage(), "CollectGarbage"); }
-
  private:
   std::unique_ptr<Database> db_;
   Table files_, seg_;
@@ -529,16 +581,8 @@ class SqliteBackend : public Backend {
     (void)Drop();
     v_ = v;
     path_ = NewDbPath("blob_store-sqlite", ".sqlite");
-    if (sqlite3_open_v2(path_.c_str(), &db_,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK) {
-      return SqlError(db_, "open");
-    }
-    std::vector<std::string> sql = {
-        absl::StrCat("PRAGMA page_size=", FLAGS_page_size.i64()),
-        absl::StrCat("PRAGMA cache_size=", FLAGS_cache_pages.i64()),
-        absl::StrCat("PRAGMA journal_mode=", FLAGS_sqlite_journal.str()),
-        FLAGS_forced_writes.b() ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF"};
+    if (absl::Status s = OpenSqlite(path_, &db_); !s.ok()) return s;
+    std::vector<std::string> sql;
     if (v.layout == Layout::kStriped) {
       sql.push_back("CREATE TABLE files(id INTEGER PRIMARY KEY, size INTEGER NOT NULL)");
       sql.push_back(
@@ -551,7 +595,7 @@ class SqliteBackend : public Backend {
     for (const std::string& s : sql) {
       if (absl::Status st = Exec(s); !st.ok()) return st;
     }
-    return absl::OkStatus();
+    return NoteEmpty();
   }
 
   absl::Status Drop() override {
@@ -564,7 +608,25 @@ class SqliteBackend : public Backend {
     return s;
   }
 
-  Counters TakePages() override { return TakeSqlitePages(db_); }
+  Counters TakePages() override {
+    io_ = TakeSqliteIo();
+    return TakeSqlitePages(db_);
+  }
+  void SetCounters(benchmark::State& state, const Counters& pages) override {
+    SetSqliteCounters(state, pages, io_);
+  }
+
+  absl::StatusOr<uint64_t> PagesInUse() override {
+    int64_t n[2] = {0, 0};
+    const char* sql[2] = {"PRAGMA page_count", "PRAGMA freelist_count"};
+    for (int i = 0; i < 2; ++i) {
+      Stmt st;
+      if (absl::Status s = st.Prepare(db_, sql[i]); !s.ok()) return s;
+      if (sqlite3_step(st.get()) != SQLITE_ROW) return SqlError(db_, sql[i]);
+      n[i] = sqlite3_column_int64(st.get(), 0);
+    }
+    return static_cast<uint64_t>(n[0] - n[1]);
+  }
 
   absl::Status Store(FileSet& fs) override {
     Stmt ins, ins_seg;
@@ -728,7 +790,8 @@ class SqliteBackend : public Backend {
     return Exec("COMMIT");
   }
 
-  absl::Status Delete(const FileSet& fs) override {
+  absl::Status Delete(const FileSet& fs, double* gc_seconds) override {
+    *gc_seconds = 0;
     Stmt del, del_seg;
     if (absl::Status s = del.Prepare(db_, "DELETE FROM files WHERE id = ?1"); !s.ok()) return s;
     if (v_.layout == Layout::kStriped) {
@@ -774,20 +837,11 @@ class SqliteBackend : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status Settle() override { return absl::OkStatus(); }  // freed pages are on the freelist
-
  private:
-  absl::Status Exec(const std::string& sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-      absl::Status s = absl::InternalError(absl::StrCat("sqlite ", sql, ": ", err ? err : "?"));
-      sqlite3_free(err);
-      return s;
-    }
-    return absl::OkStatus();
-  }
+  absl::Status Exec(const std::string& sql) { return SqlExec(db_, sql); }
 
   sqlite3* db_ = nullptr;
+  SqliteIo io_;  // file writes of the last TakePages interval
 };
 
 // ---------------------------------------------------------------- benchmark rows
@@ -798,20 +852,26 @@ constexpr int kEngines = 2;  // 0 = EmberDB, 1 = SQLite
 
 std::unique_ptr<Backend> g_backends[kEngines];
 
-struct PhaseResult {
-  double seconds = 0, cpu_seconds = 0;
-  double reuse_growth_mb = -1;  // delete rows with --reuse_check
-};
-// (variant name, class, engine, phase) -> the last measured run
-std::map<std::tuple<std::string, int, int, int>, PhaseResult> g_results;
+// (variant name, class, phase) -> both engines' samples by run
+std::map<std::tuple<std::string, int, int>, Comparison> g_results;
+// (variant name, class, engine) -> database growth of the last reuse check
+std::map<std::tuple<std::string, int, int>, double> g_reuse_mb;
 std::vector<Variant> g_variants;
 std::vector<int> g_classes;
 
 std::string Key(const Variant& v, int cls) { return absl::StrCat(v.Name(), "/", kClasses[cls].name); }
 
 // Gets the engine's database ready for `phase`: a fresh one for store, else one holding the
-// class's files (stored untimed when the store row did not just do it).
-absl::Status Prepare(Backend& b, const Variant& v, int cls, Phase phase, FileSet& fs) {
+// class's files (stored untimed when the store row did not just do it). The other engine's
+// database is closed first, so none of its threads or memory is around during the phase.
+absl::Status Prepare(int engine, const Variant& v, int cls, Phase phase, FileSet& fs) {
+  for (int other = 0; other < kEngines; ++other) {
+    if (other == engine) continue;
+    if (absl::Status s = g_backends[other]->Drop(); !s.ok()) {
+      return With(s, absl::StrCat("closing the ", g_backends[other]->name(), " database"));
+    }
+  }
+  Backend& b = *g_backends[engine];
   if (phase == Phase::kStore) return b.Create(v);
   if (b.loaded_key == Key(v, cls)) return absl::OkStatus();
   std::fprintf(stderr, "bench: storing the %s files in %s for %s (untimed)\n", kClasses[cls].name,
@@ -822,23 +882,26 @@ absl::Status Prepare(Backend& b, const Variant& v, int cls, Phase phase, FileSet
   return absl::OkStatus();
 }
 
-void BM_Phase(benchmark::State& state, int engine, Variant v, int cls, Phase phase,
+void BM_Phase(benchmark::State& state, int engine, Variant v, int cls, Phase phase, int run,
               std::string what) {
   Backend& b = *g_backends[engine];
   FileSet& fs = FilesFor(cls);
-  if (Failed(state, Prepare(b, v, cls, phase, fs), what + " setup")) {
+  if (Failed(state, Prepare(engine, v, cls, phase, fs), what + " setup")) {
     (void)b.Drop();
     return;
   }
   for (auto _ : state) {
     (void)b.TakePages();
+    // Process CPU: the other engine's database is closed and EmberDB runs no collector thread
+    // here, so this is the engine's own work on this thread.
     const double cpu0 = ProcessCpuSeconds();
     const auto t0 = Clock::now();
     absl::Status s;
+    double gc_secs = 0;
     switch (phase) {
       case Phase::kStore: s = b.Store(fs); break;
       case Phase::kRead: s = b.Read(fs); break;
-      case Phase::kDelete: s = b.Delete(fs); break;
+      case Phase::kDelete: s = b.Delete(fs, &gc_secs); break;
     }
     const double secs = Seconds(t0, Clock::now());
     const double cpu_secs = ProcessCpuSeconds() - cpu0;
@@ -850,10 +913,17 @@ void BM_Phase(benchmark::State& state, int engine, Variant v, int cls, Phase pha
     if (phase == Phase::kStore) b.loaded_key = Key(v, cls);
     if (phase == Phase::kDelete) {
       b.loaded_key.clear();
-      if (Failed(state, b.CheckEmpty(), what + " check")) {
+      // Freed first: EmberDB's scan for rows in CheckEmpty collects the garbage it meets, which
+      // would hide a delete phase that left the collection undone.
+      uint64_t in_use = 0;
+      absl::Status check = b.CheckFreed(fs, &in_use);
+      if (check.ok()) check = b.CheckEmpty();
+      if (Failed(state, check, what + " check")) {
         (void)b.Drop();
         return;
       }
+      state.counters["gc_ms"] = gc_secs * 1e3;
+      state.counters["pages_in_use"] = static_cast<double>(in_use);
     }
     state.SetIterationTime(secs);
     const double mb = static_cast<double>(fs.bytes) / kMB;
@@ -861,27 +931,20 @@ void BM_Phase(benchmark::State& state, int engine, Variant v, int cls, Phase pha
     state.counters["files"] = static_cast<double>(fs.files.size());
     state.counters["cpu_s"] = cpu_secs;
     state.counters["db_mb"] = static_cast<double>(b.DbBytes()) / kMB;
-    SetPageCounters(state, pages);
-    if (!b.has_marks()) {
-      // SQLite: no marks, and its journal writes are not counted as EmberDB's doublewrite
-      // copies are.
-      state.counters.erase("marks");
-      state.counters.erase("dw_writes");
-    }
-    PhaseResult r{secs, cpu_secs};
+    b.SetCounters(state, pages);
     if (phase == Phase::kDelete && FLAGS_reuse_check.b()) {
       // Untimed: does storing the same files again reuse the space the delete gave back?
       const uint64_t size0 = b.DbBytes();
-      absl::Status rs = b.Settle();
-      if (rs.ok()) rs = b.Store(fs);
-      if (Failed(state, rs, what + " reuse check")) {
+      if (Failed(state, b.Store(fs), what + " reuse check")) {
         (void)b.Drop();
         return;
       }
-      r.reuse_growth_mb = static_cast<double>(b.DbBytes() - size0) / kMB;
-      state.counters["reuse_growth_mb"] = r.reuse_growth_mb;
+      const double growth = static_cast<double>(b.DbBytes() - size0) / kMB;
+      state.counters["reuse_growth_mb"] = growth;
+      g_reuse_mb[{v.Name(), cls, engine}] = growth;
     }
-    g_results[{v.Name(), cls, engine, static_cast<int>(phase)}] = r;
+    g_results[{v.Name(), cls, static_cast<int>(phase)}].Set(engine == 0, run,
+                                                           Sample{secs, cpu_secs});
   }
   state.SetBytesProcessed(static_cast<int64_t>(fs.bytes) * state.iterations());
   if (phase == Phase::kDelete) Failed(state, b.Drop(), what + " close");
@@ -972,19 +1035,24 @@ bool ParseVariants() {
 }
 
 void Register() {
+  int pair = 0;  // (class, layout) pairs so far: alternates the first engine with one run too
   for (int cls : g_classes) {
     for (const Variant& v : g_variants) {
-      for (int engine = 0; engine < kEngines; ++engine) {
-        for (Phase p : {Phase::kStore, Phase::kRead, Phase::kDelete}) {
-          const std::string name =
-              absl::StrCat("blob_store/", kClasses[cls].name, "/", v.Name(), "/",
-                           g_backends[engine]->name(), "/", kPhaseNames[static_cast<int>(p)]);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Phase, engine, v, cls, p, name)
-              ->Iterations(1)
-              ->UseManualTime()
-              ->Unit(benchmark::kMillisecond);
+      for (int run = 0; run < Runs(); ++run) {
+        const bool ember_first = EmberFirst(run, pair);
+        for (int engine : {ember_first ? 0 : 1, ember_first ? 1 : 0}) {
+          for (Phase p : {Phase::kStore, Phase::kRead, Phase::kDelete}) {
+            const std::string name = absl::StrCat(
+                "blob_store/", kClasses[cls].name, "/", v.Name(), "/run:", run, "/",
+                g_backends[engine]->name(), "/", kPhaseNames[static_cast<int>(p)]);
+            benchmark::RegisterBenchmark(name.c_str(), BM_Phase, engine, v, cls, p, run, name)
+                ->Iterations(1)
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond);
+          }
         }
       }
+      ++pair;
     }
   }
 }
@@ -996,78 +1064,70 @@ void PrintSummary() {
   std::FILE* out = SummaryStream();
   std::fprintf(out,
                "\nblob_store: EmberDB vs SQLite, the same files (mb_per_class=%lld, MB = 2^20 "
-               "bytes; forced_writes=%s -> SQLite synchronous=%s, journal_mode=%s; one "
-               "transaction per file for store and delete)\n",
+               "bytes; forced_writes=%s -> SQLite synchronous=%s, journal_mode=%s, "
+               "secure_delete=%s; one transaction per file for store and delete; %d run%s, "
+               "alternating which engine goes first)\n",
                static_cast<long long>(FLAGS_mb_per_class.i64()), FLAGS_forced_writes.str().c_str(),
-               FLAGS_forced_writes.b() ? "FULL" : "OFF", FLAGS_sqlite_journal.str().c_str());
+               FLAGS_forced_writes.b() ? "FULL" : "OFF", FLAGS_sqlite_journal.str().c_str(),
+               FLAGS_sqlite_secure_delete.str().c_str(), Runs(), Runs() == 1 ? "" : "s");
   std::fprintf(out, "files:");
   for (auto [cls, mb] : g_files_mb) {
     std::fprintf(out, "  %s (%s) %zu files %.1f MB;", kClasses[cls].name, kClasses[cls].range,
                  g_files_n[cls], mb);
   }
   std::fprintf(out, "\n");
-  std::fprintf(out, "%-15s %-11s | %-26s | %-26s | %-26s\n", "", "", "store", "read", "delete");
-  std::fprintf(out, "%-15s %-11s |", "layout", "class");
-  for (int p = 0; p < 3; ++p) std::fprintf(out, " %8s %8s %8s |", "EmberDB", "SQLite", "ratio");
+  std::fprintf(out, "%-15s %-11s |", "", "");
+  for (const char* p : kPhaseNames) std::fprintf(out, " %-32s |", p);
+  std::fprintf(out, "\n%-15s %-11s |", "layout", "class");
+  for (int p = 0; p < 3; ++p) {
+    std::fprintf(out, " %8s %8s %6s %6s |", "EmberDB", "SQLite", "ratio", "cpu");
+  }
   std::fprintf(out, "\n");
-  int compared = 0, faster = 0;
-  std::vector<std::string> slower;
+  Tally tally;
   for (const Variant& v : g_variants) {
     for (int cls : g_classes) {
       bool any = false;
-      for (int e = 0; e < kEngines; ++e) {
-        for (int p = 0; p < 3; ++p) any |= g_results.count({v.Name(), cls, e, p}) > 0;
-      }
+      for (int p = 0; p < 3; ++p) any |= g_results.count({v.Name(), cls, p}) > 0;
       if (!any) continue;
       std::fprintf(out, "%-15s %-11s |", v.Name().c_str(), kClasses[cls].name);
       for (int p = 0; p < 3; ++p) {
-        auto e = g_results.find({v.Name(), cls, 0, p});
-        auto q = g_results.find({v.Name(), cls, 1, p});
-        auto secs = [&](auto it) {
-          return it == g_results.end() ? std::string("-")
-                                       : absl::StrFormat("%.4f", it->second.seconds);
-        };
-        std::string ratio = "-";
-        if (e != g_results.end() && q != g_results.end() && q->second.seconds > 0) {
-          const double r = e->second.seconds / q->second.seconds;
-          ratio = absl::StrFormat("%.2f", r);
-          ++compared;
-          if (r < 1) {
-            ++faster;
-          } else {
-            slower.push_back(absl::StrCat(v.Name(), "/", kClasses[cls].name, "/", kPhaseNames[p],
-                                          " (", ratio, ")"));
-          }
+        auto it = g_results.find({v.Name(), cls, p});
+        const Paired r = it == g_results.end() ? Paired() : Pair(it->second);
+        if (r.runs == 0) {
+          std::fprintf(out, " %8s %8s %6s %6s |", "-", "-", "-", "-");
+          continue;
         }
-        std::fprintf(out, " %8s %8s %8s |", secs(e).c_str(), secs(q).c_str(), ratio.c_str());
+        std::fprintf(out, " %8.4f %8.4f %6.2f %6.2f |", r.ember_s, r.other_s, r.ratio,
+                     r.cpu_ratio);
+        tally.Add(absl::StrCat(v.Name(), "/", kClasses[cls].name, "/", kPhaseNames[p]), r);
       }
       std::fprintf(out, "\n");
     }
   }
   std::fprintf(out,
-               "seconds of wall clock per phase; ratio = EmberDB / SQLite (below 1: EmberDB "
-               "faster). MB/s, CPU seconds and page counters are in the benchmark rows.\n");
-  std::fprintf(out, "EmberDB faster on %d of %d compared phases.", faster, compared);
-  if (!slower.empty()) {
-    std::fprintf(out, " Not faster on:");
-    for (const std::string& s : slower) std::fprintf(out, " %s;", s.c_str());
+               "EmberDB and SQLite: median seconds of wall clock per phase; ratio: median of the "
+               "per-run ratios EmberDB / SQLite (below 1: EmberDB faster); cpu: the same for "
+               "process CPU. EmberDB's delete includes the garbage collection that frees the "
+               "files' pages (gc_ms in its rows); every delete row checked that the pages are "
+               "free again. Each run's times and counters (all_writes = every page written, "
+               "journal and doublewrite copies included) are in the benchmark rows.\n");
+  tally.Print(out, "phases compared");
+  if (AnyFailed()) {
+    std::fprintf(out, "Some rows FAILED (see 'bench: FAILED' on stderr): they are not in the table.\n");
   }
-  std::fprintf(out, "\n");
-  if (FLAGS_reuse_check.b()) {
+  if (FLAGS_reuse_check.b() && !g_reuse_mb.empty()) {
     std::fprintf(out,
-                 "\nreuse check: database file growth when the deleted files are stored again "
-                 "(EmberDB after CollectGarbage), MB\n%-15s %-11s %9s %9s %9s\n",
+                 "\nreuse check: database file growth when the deleted files are stored again, "
+                 "MB (last run)\n%-15s %-11s %9s %9s %9s\n",
                  "layout", "class", "files MB", "EmberDB", "SQLite");
     for (const Variant& v : g_variants) {
       for (int cls : g_classes) {
-        auto e = g_results.find({v.Name(), cls, 0, 2});
-        auto q = g_results.find({v.Name(), cls, 1, 2});
+        auto e = g_reuse_mb.find({v.Name(), cls, 0});
+        auto q = g_reuse_mb.find({v.Name(), cls, 1});
+        if (e == g_reuse_mb.end() && q == g_reuse_mb.end()) continue;
         auto mb = [&](auto it) {
-          return it == g_results.end() || it->second.reuse_growth_mb < 0
-                     ? std::string("-")
-                     : absl::StrFormat("%.1f", it->second.reuse_growth_mb);
+          return it == g_reuse_mb.end() ? std::string("-") : absl::StrFormat("%.1f", it->second);
         };
-        if (e == g_results.end() && q == g_results.end()) continue;
         std::fprintf(out, "%-15s %-11s %9s %9s %9s\n", v.Name().c_str(), kClasses[cls].name,
                      g_files_mb.count(cls) ? absl::StrFormat("%.1f", g_files_mb[cls]).c_str() : "-",
                      mb(e).c_str(), mb(q).c_str());
@@ -1082,7 +1142,7 @@ void PrintSummary() {
 
 int main(int argc, char** argv) {
   using namespace ember::bench;
-  if (!Init(&argc, argv)) return 1;
+  if (!CheckNoRepetitions(argc, argv) || !Init(&argc, argv)) return 1;
   const std::string content = FLAGS_content.str();
   const int64_t level = FLAGS_zstd_level.i64();
   if ((content != "random" && content != "text") || level < 0 || level > 19) {
@@ -1099,7 +1159,8 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("mb_per_class", FLAGS_mb_per_class.str());
   benchmark::AddCustomContext("segment", FLAGS_segment.str());
   benchmark::AddCustomContext("buffer", FLAGS_buffer.str());
-  benchmark::AddCustomContext("sqlite_journal", FLAGS_sqlite_journal.str());
+  benchmark::AddCustomContext("runs", FLAGS_runs.str());
+  AddSqliteContext();
   benchmark::AddCustomContext("content", content);
   benchmark::AddCustomContext("zstd_level", FLAGS_zstd_level.str());
   Register();

@@ -2,7 +2,7 @@
 // plus two engine microbenchmarks (buffer cache hit path, group commit).
 //
 //   tools/dev bench core [--rows=N] [--lookups=N] [--update_txns=N] [--updates_per_txn=N]
-//                        [--forced_writes=0|1] [--sqlite_journal=delete|wal]
+//                        [--runs=N] [--forced_writes=0|1] [--sqlite_journal=delete|wal]
 //                        [--sqlite_rowid_pk=0|1] [common flags, see bench/util/bench_util.h]
 //                        [--benchmark_filter=... --benchmark_format=json ...]
 //
@@ -12,26 +12,51 @@
 // makes id SQLite's INTEGER PRIMARY KEY instead, a clustered layout EmberDB does not have).
 //
 // Rows (one-shot phases: Iterations(1), manual time of the work alone; rows/s = items_per_second):
-//   core/insert/{ember,sqlite}  ids 1..rows inserted in ascending order in ONE transaction
-//                               (commit included; commit_ms says how much of it the commit was)
-//   core/lookup/{ember,sqlite}  --lookups random ids looked up by key in one read-only
-//                               transaction, each row read out (val and pad)
-//   core/update/{ember,sqlite}  --update_txns transactions of --updates_per_txn updates each
-//                               (val = val + 1 by key, random ids), each committed
-//   core/scan/{ember,sqlite}    every row read in storage order in one read-only transaction
-// Every phase checks its results (rows found, counts) and fails the row (SkipWithError, exit
-// code 1) on a wrong answer or an engine error. The phases after insert reuse the databases the
-// insert made (loading them untimed when the insert was filtered out); a repeated insert starts
-// from a fresh database.
+//   core/insert/run:R/ENGINE  ids 1..rows inserted in ascending order in ONE transaction
+//                             (commit included; commit_ms says how much of it the commit was)
+//   core/lookup/run:R/ENGINE  --lookups random ids looked up by key in one read-only
+//                             transaction, each row read out (val and pad)
+//   core/update/run:R/ENGINE  --update_txns transactions of --updates_per_txn updates each
+//                             (val = val + 1 by key, random ids), each committed. SQLite's
+//                             UPDATE overwrites the row in place; EmberDB's keeps the old
+//                             version behind the new one until garbage collection removes it, so
+//                             EmberDB's timed phase ends with Database::CollectGarbage (gc_ms:
+//                             that part), and the background collector's work during the phase
+//                             is in its CPU time.
+//   core/scan/run:R/ENGINE    every row read in storage order in one read-only transaction
+// ENGINE is ember, sqlite, or (insert and update) ember_nodw: EmberDB with torn-page protection
+// off (Options::doublewrite = false), for the protection's cost in the same run.
 //
-// Counters: EmberDB rows carry fetches, marks, reads, writes of the phase (DatabaseStats delta).
-// SQLite rows carry its pager's nearest equivalents (sqlite3_db_status): fetches = cache hits +
-// misses, reads = misses, writes = pages written to the database file (journal / WAL writes are
-// not counted); SQLite has no "marks".
+// Checks, untimed, each failing the row and making the binary exit with 1: every looked-up id
+// found with the val its updates so far give it and the pad it was inserted with (a CRC32C of
+// each pad read is kept in the timed loop, the same work in both engines); every update found
+// its row; a scan sees each id once (count and sum of ids) and the sum of val the updates give.
+// The phases after insert reuse the databases the insert made (loading them untimed when the
+// insert was filtered out); an insert starts from a fresh database.
+//
+// Order: every operation runs --runs times on each engine. Run R of an operation takes EmberDB
+// first or SQLite first in turn (ABBA, bench/util/compare.h; the first engine also alternates
+// from one operation to the next), so that neither always runs on a machine the other warmed.
+// The summary pairs run R of EmberDB with run R of SQLite and prints median times and the
+// median of the per-run ratios.
+//
+// CPU: EmberDB rows report the process's CPU over the phase (its collector thread included);
+// SQLite rows the CPU of the calling thread, where SQLite does all its work (it starts no thread
+// of its own). The EmberDB databases stay open from row to row, but before every row their
+// collectors are drained (nothing queued, untimed), so no EmberDB thread works during a SQLite
+// phase or during the other EmberDB database's phase.
+//
+// Counters: EmberDB rows carry fetches, marks, reads, writes (pages written home) and dw_writes
+// (torn-page protection copies) of the phase (DatabaseStats delta). SQLite rows carry fetches and
+// reads from its pager (sqlite3_db_status: hits + misses, misses), and, counted by a VFS layer
+// (bench/util/sqlite_util.h), writes = pages written to the database file, journal_writes =
+// bytes written to the rollback journal (or WAL) in pages, and syncs. all_writes on both rows is
+// every page written: EmberDB writes + dw_writes, SQLite writes + journal_writes; the summary
+// puts these side by side. SQLite has no "marks".
 //
 // Durability is matched: --forced_writes=1 (default) = EmberDB fsync at commit and SQLite
-// synchronous=FULL; 0 = no fsync in EmberDB, synchronous=OFF. SQLite's journal is the default
-// rollback journal (journal_mode=DELETE), the closest to careful write (no log); --sqlite_journal=wal
+// synchronous=FULL; 0 = no fsync in EmberDB, synchronous=OFF. SQLite's journal is the rollback
+// journal (journal_mode=DELETE), the closest to careful write (no log); --sqlite_journal=wal
 // switches it. Both engines use --page_size and a cache of --cache_pages pages.
 //
 // Microbenchmarks (engine internals):
@@ -41,36 +66,37 @@
 //   core/commit/threads:{1,4,16}  small transactions (Begin, one insert, Commit) with forced writes
 //       always on, on a fresh database; commits_per_s over all threads and flushes_per_commit =
 //       group_commit_flushes / commits (below 1: commits shared an fsync round).
-// At the end a summary table prints EmberDB time / SQLite time per operation (below 1: EmberDB
-// faster), wall clock and process CPU time (the steadier one on a shared machine) — on stdout for
-// the console format, on stderr otherwise (JSON/CSV stay clean).
+// At the end a summary table per operation (median times, ratios EmberDB / SQLite, below 1:
+// EmberDB faster; CPU; page writes) and the count of wins, losses and evens — on stdout for the
+// console format, on stderr otherwise (JSON/CSV stay clean).
 #include <sqlite3.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/util/bench_util.h"
+#include "bench/util/compare.h"
 #include "bench/util/sqlite_util.h"
 #include "ember/ember.h"
 #include "engine/cache/buffer_cache.h"
 #include "engine/io/file.h"
 #include "engine/page/page.h"
+#include "engine/util/crc32c.h"
 
 namespace ember::bench {
 namespace {
-
-
 
 Flag FLAGS_rows("rows", int64_t{1000000}, "rows in the table (bulk insert in one transaction)");
 Flag FLAGS_lookups("lookups", int64_t{100000}, "point lookups by random id");
@@ -78,7 +104,6 @@ Flag FLAGS_update_txns("update_txns", int64_t{1000}, "update transactions");
 Flag FLAGS_updates_per_txn("updates_per_txn", int64_t{10}, "updates (random ids) per transaction");
 Flag FLAGS_pad_bytes("pad_bytes", int64_t{40}, "bytes of the pad string column");
 Flag FLAGS_seed("seed", int64_t{42}, "seed of the random ids and values");
-Flag FLAGS_sqlite_journal("sqlite_journal", "delete", "SQLite journal_mode: delete, wal, ...");
 Flag FLAGS_sqlite_rowid_pk("sqlite_rowid_pk", false,
                            "SQLite: id as INTEGER PRIMARY KEY (clustered) instead of a unique "
                            "index over a rowid table");
@@ -86,13 +111,6 @@ Flag FLAGS_cache_bench_pages("cache_bench_pages", int64_t{64},
                              "resident pages per thread in the cache microbenchmark");
 
 // ---------------------------------------------------------------- data
-
-uint64_t Mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 int64_t ValOf(int64_t id) { return static_cast<int64_t>(Mix(id) % 1000000007); }
 
@@ -114,8 +132,72 @@ std::vector<int64_t> RandomIds(int64_t n, int64_t rows, uint64_t salt) {
   return ids;
 }
 
-absl::Status Wrong(std::string_view what) {
-  return absl::InternalError(absl::StrCat("wrong result: ", std::string(what)));
+// What a lookup read for one id: kept in the timed loop, checked after it.
+struct Seen {
+  int64_t val = 0;
+  uint32_t pad_crc = 0;
+  uint32_t pad_len = 0;
+};
+
+// What the table must hold: ids 1..rows with val = ValOf(id) plus one per update of that id so
+// far (the same for both engines: their updates use the same ids).
+struct Expected {
+  int64_t rows = 0;  // rows loaded (0: not loaded)
+  absl::flat_hash_map<int64_t, int64_t> bumps;  // id -> updates applied
+  uint64_t total_bumps = 0;
+
+  void Reset(int64_t n) {
+    rows = n;
+    bumps.clear();
+    total_bumps = 0;
+  }
+  void Updated(const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) ++bumps[id];
+    total_bumps += ids.size();
+  }
+  int64_t Val(int64_t id) const {
+    auto it = bumps.find(id);
+    return ValOf(id) + (it == bumps.end() ? 0 : it->second);
+  }
+};
+
+absl::Status CheckLookups(const Expected& x, const std::vector<int64_t>& ids,
+                          const std::vector<Seen>& seen) {
+  if (seen.size() != ids.size()) {
+    return Wrong(absl::StrCat(seen.size(), " lookups answered of ", ids.size()));
+  }
+  std::string pad;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    MakePad(ids[i], &pad);
+    if (seen[i].val != x.Val(ids[i])) {
+      return Wrong(absl::StrCat("id ", ids[i], ": val ", seen[i].val, " where ", x.Val(ids[i]),
+                                " was due"));
+    }
+    if (seen[i].pad_len != pad.size() || seen[i].pad_crc != util::Crc32c(pad.data(), pad.size())) {
+      return Wrong(absl::StrCat("id ", ids[i], ": pad differs from the one inserted"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Sums a scan keeps: each id once (count and sum of ids), and the vals.
+struct ScanSums {
+  int64_t n = 0;
+  uint64_t ids = 0, vals = 0;  // wrap around: compared modulo 2^64
+};
+
+absl::Status CheckScan(const Expected& x, const ScanSums& got) {
+  ScanSums want;
+  want.n = x.rows;
+  for (int64_t id = 1; id <= x.rows; ++id) {
+    want.ids += static_cast<uint64_t>(id);
+    want.vals += static_cast<uint64_t>(ValOf(id));
+  }
+  want.vals += x.total_bumps;
+  if (got.n != want.n) return Wrong(absl::StrCat("scan saw ", got.n, " rows of ", want.n));
+  if (got.ids != want.ids) return Wrong("scan: the ids are not 1..rows, each once");
+  if (got.vals != want.vals) return Wrong("scan: the sum of val is not what the updates give");
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------- EmberDB
@@ -125,7 +207,7 @@ struct EmberCore {
   std::unique_ptr<Database> db;
   Table table;
   Index pk;
-  int64_t rows = 0;  // rows loaded (0: not loaded)
+  Expected x;
 
   absl::Status Create(const Options& options = DefaultOptions()) {
     (void)Drop();
@@ -150,10 +232,26 @@ struct EmberCore {
     db.reset();
     if (!path.empty()) RemoveDbFiles(path);
     path.clear();
-    rows = 0;
+    x.Reset(0);
     return s;
   }
   Counters Pages() const { return db ? db->stats().pages : Counters{}; }
+
+  // Waits (untimed) until the background collector has nothing queued, so that it does not work
+  // during a later phase of any engine. Its rounds after a CollectGarbage find nothing to do.
+  absl::Status Quiesce() const {
+    if (!db) return absl::OkStatus();
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (db->stats().gc_pages_queued > 0) {
+      if (Clock::now() > deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(path, ": the garbage collector still had ",
+                         db->stats().gc_pages_queued, " pages queued after 60 s"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return absl::OkStatus();
+  }
 };
 
 absl::Status EmberInsert(EmberCore& e, int64_t rows, double* commit_s) {
@@ -165,34 +263,36 @@ absl::Status EmberInsert(EmberCore& e, int64_t rows, double* commit_s) {
     row[1] = ValOf(id);
     MakePad(id, &std::get<std::string>(row[2]));
     auto r = (*txn)->Insert(e.table, row);
-    if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("insert id ", id, ": ", r.status().message()));
+    if (!r.ok()) return With(r.status(), absl::StrCat("insert id ", id));
   }
   const auto c0 = Clock::now();
   if (absl::Status s = (*txn)->Commit(); !s.ok()) return s;
   *commit_s = Seconds(c0, Clock::now());
-  e.rows = rows;
+  e.x.Reset(rows);
   return absl::OkStatus();
 }
 
-absl::Status EmberLookup(EmberCore& e, const std::vector<int64_t>& ids) {
+absl::Status EmberLookup(EmberCore& e, const std::vector<int64_t>& ids, std::vector<Seen>* seen) {
   TransactionOptions ro;
   ro.read_only = true;
   auto txn = e.db->Begin(ro);
   if (!txn.ok()) return txn.status();
-  int64_t sum = 0;
   for (int64_t id : ids) {
     auto r = (*txn)->Lookup(e.pk, {id});
     if (!r.ok()) return r.status();
     if (!r->has_value()) return Wrong(absl::StrCat("id ", id, " not found"));
     const Row& row = (*r)->second;
     if (std::get<int64_t>(row[0]) != id) return Wrong(absl::StrCat("lookup ", id, " gave another row"));
-    sum += std::get<int64_t>(row[1]) + static_cast<int64_t>(std::get<std::string>(row[2]).size());
+    const std::string& pad = std::get<std::string>(row[2]);
+    seen->push_back({std::get<int64_t>(row[1]), util::Crc32c(pad.data(), pad.size()),
+                     static_cast<uint32_t>(pad.size())});
   }
-  benchmark::DoNotOptimize(sum);
   return (*txn)->Commit();
 }
 
-absl::Status EmberUpdate(EmberCore& e, const std::vector<int64_t>& ids, int64_t per_txn) {
+// The updates, then the collection of the versions they left behind (*gc_s: that part).
+absl::Status EmberUpdate(EmberCore& e, const std::vector<int64_t>& ids, int64_t per_txn,
+                         double* gc_s) {
   for (size_t i = 0; i < ids.size(); i += static_cast<size_t>(per_txn)) {
     auto txn = e.db->Begin();
     if (!txn.ok()) return txn.status();
@@ -204,30 +304,34 @@ absl::Status EmberUpdate(EmberCore& e, const std::vector<int64_t>& ids, int64_t 
       Row row = std::move((*r)->second);
       row[1] = std::get<int64_t>(row[1]) + 1;
       if (absl::Status s = (*txn)->Update(e.table, (*r)->first, row); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("update id ", ids[k], ": ", s.message()));
+        return With(s, absl::StrCat("update id ", ids[k]));
       }
     }
     if (absl::Status s = (*txn)->Commit(); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  const auto g0 = Clock::now();
+  absl::Status s = With(e.db->CollectGarbage(), "CollectGarbage after the updates");
+  *gc_s = Seconds(g0, Clock::now());
+  return s;
 }
 
-absl::Status EmberScan(EmberCore& e) {
+absl::Status EmberScan(EmberCore& e, ScanSums* sums) {
   TransactionOptions ro;
   ro.read_only = true;
   auto txn = e.db->Begin(ro);
   if (!txn.ok()) return txn.status();
   auto cur = (*txn)->Scan(e.table);
   if (!cur.ok()) return cur.status();
-  int64_t n = 0, sum = 0;
+  int64_t pad_bytes = 0;
   while ((*cur)->Valid()) {
     const Row& row = (*cur)->row();
-    sum += std::get<int64_t>(row[1]) + static_cast<int64_t>(std::get<std::string>(row[2]).size());
-    ++n;
+    sums->ids += static_cast<uint64_t>(std::get<int64_t>(row[0]));
+    sums->vals += static_cast<uint64_t>(std::get<int64_t>(row[1]));
+    pad_bytes += static_cast<int64_t>(std::get<std::string>(row[2]).size());
+    ++sums->n;
     if (absl::Status s = (*cur)->Next(); !s.ok()) return s;
   }
-  benchmark::DoNotOptimize(sum);
-  if (n != e.rows) return Wrong(absl::StrCat("scan saw ", n, " rows of ", e.rows));
+  benchmark::DoNotOptimize(pad_bytes);
   cur->reset();
   return (*txn)->Commit();
 }
@@ -237,40 +341,18 @@ absl::Status EmberScan(EmberCore& e) {
 struct SqliteCore {
   std::string path;
   sqlite3* db = nullptr;
-  int64_t rows = 0;
+  Expected x;
 
-  absl::Status Exec(const std::string& sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-      absl::Status s = absl::InternalError(absl::StrCat("sqlite ", sql, ": ", err ? err : "?"));
-      sqlite3_free(err);
-      return s;
-    }
-    return absl::OkStatus();
-  }
+  absl::Status Exec(const std::string& sql) { return SqlExec(db, sql); }
   absl::Status Create() {
     (void)Drop();
     path = NewDbPath("core-sqlite", ".sqlite");
-    if (sqlite3_open_v2(path.c_str(), &db,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK) {
-      return SqlError(db, "open");
-    }
-    const char* table = FLAGS_sqlite_rowid_pk.b()
-                            ? "CREATE TABLE t(id INTEGER PRIMARY KEY, val INTEGER NOT NULL, "
-                              "pad TEXT NOT NULL)"
-                            : "CREATE TABLE t(id INTEGER NOT NULL, val INTEGER NOT NULL, "
-                              "pad TEXT NOT NULL); CREATE UNIQUE INDEX t_pk ON t(id)";
-    for (const std::string& sql :
-         {absl::StrCat("PRAGMA page_size=", FLAGS_page_size.i64()),
-          absl::StrCat("PRAGMA cache_size=", FLAGS_cache_pages.i64()),
-          absl::StrCat("PRAGMA journal_mode=", FLAGS_sqlite_journal.str()),
-          std::string(FLAGS_forced_writes.b() ? "PRAGMA synchronous=FULL"
-                                              : "PRAGMA synchronous=OFF"),
-          std::string(table)}) {
-      if (absl::Status s = Exec(sql); !s.ok()) return s;
-    }
-    return absl::OkStatus();
+    if (absl::Status s = OpenSqlite(path, &db); !s.ok()) return s;
+    return Exec(FLAGS_sqlite_rowid_pk.b()
+                    ? "CREATE TABLE t(id INTEGER PRIMARY KEY, val INTEGER NOT NULL, "
+                      "pad TEXT NOT NULL)"
+                    : "CREATE TABLE t(id INTEGER NOT NULL, val INTEGER NOT NULL, "
+                      "pad TEXT NOT NULL); CREATE UNIQUE INDEX t_pk ON t(id)");
   }
   absl::Status Drop() {
     absl::Status s;
@@ -278,11 +360,9 @@ struct SqliteCore {
     db = nullptr;
     if (!path.empty()) RemoveDbFiles(path);
     path.clear();
-    rows = 0;
+    x.Reset(0);
     return s;
   }
-  // The pager's counters since the last call (reset on read).
-  Counters TakePages() { return TakeSqlitePages(db); }
 };
 
 absl::Status SqliteInsert(SqliteCore& q, int64_t rows, double* commit_s) {
@@ -304,30 +384,29 @@ absl::Status SqliteInsert(SqliteCore& q, int64_t rows, double* commit_s) {
   const auto c0 = Clock::now();
   if (absl::Status s = q.Exec("COMMIT"); !s.ok()) return s;
   *commit_s = Seconds(c0, Clock::now());
-  q.rows = rows;
+  q.x.Reset(rows);
   return absl::OkStatus();
 }
 
-absl::Status SqliteLookup(SqliteCore& q, const std::vector<int64_t>& ids) {
+absl::Status SqliteLookup(SqliteCore& q, const std::vector<int64_t>& ids, std::vector<Seen>* seen) {
   Stmt sel;
   if (absl::Status s = sel.Prepare(q.db, "SELECT id, val, pad FROM t WHERE id = ?1"); !s.ok()) {
     return s;
   }
   if (absl::Status s = q.Exec("BEGIN"); !s.ok()) return s;
   sqlite3_stmt* st = sel.get();
-  int64_t sum = 0;
   for (int64_t id : ids) {
     sqlite3_bind_int64(st, 1, id);
     const int rc = sqlite3_step(st);
     if (rc == SQLITE_DONE) return Wrong(absl::StrCat("id ", id, " not found"));
     if (rc != SQLITE_ROW) return SqlError(q.db, "lookup");
     if (sqlite3_column_int64(st, 0) != id) return Wrong(absl::StrCat("lookup ", id, " gave another row"));
-    sum += sqlite3_column_int64(st, 1);
     const unsigned char* pad = sqlite3_column_text(st, 2);
-    sum += pad ? sqlite3_column_bytes(st, 2) : 0;
+    const int n = sqlite3_column_bytes(st, 2);
+    seen->push_back({sqlite3_column_int64(st, 1), util::Crc32c(pad, static_cast<size_t>(n)),
+                     static_cast<uint32_t>(n)});
     sqlite3_reset(st);
   }
-  benchmark::DoNotOptimize(sum);
   return q.Exec("COMMIT");
 }
 
@@ -351,34 +430,33 @@ absl::Status SqliteUpdate(SqliteCore& q, const std::vector<int64_t>& ids, int64_
   return absl::OkStatus();
 }
 
-absl::Status SqliteScan(SqliteCore& q) {
+absl::Status SqliteScan(SqliteCore& q, ScanSums* sums) {
   Stmt sel;
   if (absl::Status s = sel.Prepare(q.db, "SELECT id, val, pad FROM t"); !s.ok()) return s;
   if (absl::Status s = q.Exec("BEGIN"); !s.ok()) return s;
   sqlite3_stmt* st = sel.get();
-  int64_t n = 0, sum = 0;
+  int64_t pad_bytes = 0;
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    sum += sqlite3_column_int64(st, 0) + sqlite3_column_int64(st, 1);
+    sums->ids += static_cast<uint64_t>(sqlite3_column_int64(st, 0));
+    sums->vals += static_cast<uint64_t>(sqlite3_column_int64(st, 1));
     const unsigned char* pad = sqlite3_column_text(st, 2);
-    sum += pad ? sqlite3_column_bytes(st, 2) : 0;
-    ++n;
+    pad_bytes += pad ? sqlite3_column_bytes(st, 2) : 0;
+    ++sums->n;
   }
   if (rc != SQLITE_DONE) return SqlError(q.db, "scan");
-  benchmark::DoNotOptimize(sum);
+  benchmark::DoNotOptimize(pad_bytes);
   sqlite3_reset(st);
-  if (n != q.rows) return Wrong(absl::StrCat("scan saw ", n, " rows of ", q.rows));
   return q.Exec("COMMIT");
 }
 
 // ---------------------------------------------------------------- the core phases
 
 enum class Op { kInsert, kLookup, kUpdate, kScan };
-// kEmberNoDw: EmberDB with torn-page protection off (Options::doublewrite = false), for the
-// protection's cost: the same work as kEmber, in the same run.
 enum class Engine { kEmber, kSqlite, kEmberNoDw };
 constexpr const char* kEngineNames[] = {"ember", "sqlite", "ember_nodw"};
 constexpr const char* kOpNames[] = {"insert", "lookup", "update", "scan"};
+constexpr int kOps = 4, kEngineCount = 3;
 
 EmberCore g_ember;
 EmberCore g_ember_nodw;
@@ -391,13 +469,13 @@ Options EmberOptions(Engine e) {
   return o;
 }
 
-struct PhaseResult {
-  double seconds = 0;      // wall clock (the benchmark's manual time)
-  double cpu_seconds = 0;  // process CPU time
-  int64_t items = 0;
-  Counters pages;
-};
-std::map<std::pair<int, int>, PhaseResult> g_phase;  // (op, engine) -> last measured run
+// Per operation: EmberDB against SQLite, and EmberDB with protection on against off.
+Comparison g_vs_sqlite[kOps];
+Comparison g_dw_on_off[kOps];
+// (op, engine) -> all_writes of each run (pages: EmberDB home + doublewrite, SQLite database +
+// journal), and EmberDB's writes and dw_writes for the protection table.
+std::map<std::pair<int, int>, std::vector<double>> g_all_writes;
+std::map<std::pair<int, int>, std::vector<double>> g_home_writes, g_dw_writes;
 
 int64_t Rows() { return std::max<int64_t>(1, FLAGS_rows.i64()); }
 
@@ -406,23 +484,32 @@ absl::Status EnsureLoaded(Engine e) {
   double commit_s = 0;
   if (e != Engine::kSqlite) {
     EmberCore& g = EmberOf(e);
-    if (g.db && g.rows == Rows()) return absl::OkStatus();
+    if (g.db && g.x.rows == Rows()) return absl::OkStatus();
     std::fprintf(stderr, "bench: loading %lld rows into EmberDB (%s, untimed)\n",
                  (long long)Rows(), kEngineNames[static_cast<int>(e)]);
     if (absl::Status s = g.Create(EmberOptions(e)); !s.ok()) return s;
     return EmberInsert(g, Rows(), &commit_s);
   }
-  if (g_sqlite.db && g_sqlite.rows == Rows()) return absl::OkStatus();
+  if (g_sqlite.db && g_sqlite.x.rows == Rows()) return absl::OkStatus();
   std::fprintf(stderr, "bench: loading %lld rows into SQLite (untimed)\n", (long long)Rows());
   if (absl::Status s = g_sqlite.Create(); !s.ok()) return s;
   return SqliteInsert(g_sqlite, Rows(), &commit_s);
 }
 
-void BM_Core(benchmark::State& state, Op op, Engine engine) {
+// Before a phase: no EmberDB collector has anything left to do (see the file comment).
+absl::Status QuiesceAll() {
+  for (const EmberCore* e : {&g_ember, &g_ember_nodw}) {
+    if (absl::Status s = e->Quiesce(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void BM_Core(benchmark::State& state, Op op, Engine engine, int run) {
   const bool ember = engine != Engine::kSqlite;
   EmberCore& mine = EmberOf(engine);  // this row's EmberDB database
-  const std::string what = absl::StrCat("core/", kOpNames[static_cast<int>(op)], "/",
-                                        kEngineNames[static_cast<int>(engine)]);
+  Expected& x = ember ? mine.x : g_sqlite.x;
+  const std::string what = absl::StrCat("core/", kOpNames[static_cast<int>(op)], "/run:", run,
+                                        "/", kEngineNames[static_cast<int>(engine)]);
   const int64_t rows = Rows();
   const int64_t per_txn = std::max<int64_t>(1, FLAGS_updates_per_txn.i64());
   std::vector<int64_t> ids;
@@ -434,11 +521,16 @@ void BM_Core(benchmark::State& state, Op op, Engine engine) {
     if (op == Op::kLookup) ids = RandomIds(FLAGS_lookups.i64(), rows, 1);
     if (op == Op::kUpdate) ids = RandomIds(FLAGS_update_txns.i64() * per_txn, rows, 2);
   }
+  if (Failed(state, QuiesceAll(), what + " quiesce")) return;
+  std::vector<Seen> seen;
+  seen.reserve(ids.size());
+  ScanSums sums;
   int64_t items = 0;
-  double commit_s = 0;
+  double commit_s = 0, gc_s = 0;
   for (auto _ : state) {
-    const Counters before = ember ? mine.Pages() : g_sqlite.TakePages();
-    const double cpu0 = ProcessCpuSeconds();
+    const Counters before = ember ? mine.Pages() : TakeSqlitePages(g_sqlite.db);
+    (void)TakeSqliteIo();
+    const double cpu0 = ember ? ProcessCpuSeconds() : ThreadCpuSeconds();
     const auto t0 = Clock::now();
     absl::Status s;
     switch (op) {
@@ -447,37 +539,59 @@ void BM_Core(benchmark::State& state, Op op, Engine engine) {
         items = rows;
         break;
       case Op::kLookup:
-        s = ember ? EmberLookup(mine, ids) : SqliteLookup(g_sqlite, ids);
+        s = ember ? EmberLookup(mine, ids, &seen) : SqliteLookup(g_sqlite, ids, &seen);
         items = static_cast<int64_t>(ids.size());
         break;
       case Op::kUpdate:
-        s = ember ? EmberUpdate(mine, ids, per_txn) : SqliteUpdate(g_sqlite, ids, per_txn);
+        s = ember ? EmberUpdate(mine, ids, per_txn, &gc_s) : SqliteUpdate(g_sqlite, ids, per_txn);
         items = static_cast<int64_t>(ids.size());
         break;
       case Op::kScan:
-        s = ember ? EmberScan(mine) : SqliteScan(g_sqlite);
+        s = ember ? EmberScan(mine, &sums) : SqliteScan(g_sqlite, &sums);
         items = rows;
         break;
     }
     const double secs = Seconds(t0, Clock::now());
-    const double cpu_secs = ProcessCpuSeconds() - cpu0;
+    const double cpu_secs = (ember ? ProcessCpuSeconds() : ThreadCpuSeconds()) - cpu0;
+    const Counters pages = ember ? mine.Pages() - before : TakeSqlitePages(g_sqlite.db);
+    const SqliteIo io = TakeSqliteIo();
+    if (s.ok() && op == Op::kUpdate) x.Updated(ids);
+    if (s.ok() && op == Op::kLookup) s = CheckLookups(x, ids, seen);
+    if (s.ok() && op == Op::kScan) s = CheckScan(x, sums);
+    if (s.ok() && ember) s = mine.Quiesce();
     if (Failed(state, s, what)) {
       // A half-done insert or update leaves the database in an unknown state: start over next time.
       (void)(ember ? mine.Drop() : g_sqlite.Drop());
       return;
     }
     state.SetIterationTime(secs);
-    const Counters pages = ember ? mine.Pages() - before : g_sqlite.TakePages();
-    SetPageCounters(state, pages);
-    if (!ember) {
-      state.counters.erase("marks");      // SQLite has no equivalent
-      state.counters.erase("dw_writes");  // its journal writes are not counted (see above)
+    state.counters["cpu_s"] = cpu_secs;
+    double all_writes = 0;
+    if (ember) {
+      SetPageCounters(state, pages);
+      SetAllWrites(state, pages);
+      all_writes = static_cast<double>(pages.writes + pages.dw_writes);
+      g_home_writes[{static_cast<int>(op), static_cast<int>(engine)}].push_back(
+          static_cast<double>(pages.writes));
+      g_dw_writes[{static_cast<int>(op), static_cast<int>(engine)}].push_back(
+          static_cast<double>(pages.dw_writes));
+    } else {
+      SetSqliteCounters(state, pages, io);
+      all_writes = static_cast<double>(io.db_writes + JournalPages(io));
     }
-    g_phase[{static_cast<int>(op), static_cast<int>(engine)}] = {secs, cpu_secs, items, pages};
+    g_all_writes[{static_cast<int>(op), static_cast<int>(engine)}].push_back(all_writes);
+    const Sample sample{secs, cpu_secs};
+    if (engine != Engine::kEmberNoDw) {
+      g_vs_sqlite[static_cast<int>(op)].Set(ember, run, sample);
+    }
+    if (engine != Engine::kSqlite) {
+      g_dw_on_off[static_cast<int>(op)].Set(engine == Engine::kEmber, run, sample);
+    }
   }
   state.SetItemsProcessed(items);
   if (op == Op::kInsert) state.counters["commit_ms"] = commit_s * 1e3;
   if (op == Op::kUpdate) {
+    if (ember) state.counters["gc_ms"] = gc_s * 1e3;
     state.counters["txns_per_s"] =
         benchmark::Counter(static_cast<double>(FLAGS_update_txns.i64()), benchmark::Counter::kIsRate);
   }
@@ -563,7 +677,12 @@ void BM_CacheFetch(benchmark::State& state) {
   state.counters["ns_per_fetch"] = benchmark::Counter(ns, benchmark::Counter::kAvgThreads);
   if (state.thread_index() == 0) {
     // Cache-wide: every thread's reads show here, and there must be none (all hits).
-    state.counters["reads"] = static_cast<double>(cache->counters().reads - before.reads);
+    const uint64_t reads = cache->counters().reads - before.reads;
+    state.counters["reads"] = static_cast<double>(reads);
+    if (reads != 0) {
+      Failed(state, Wrong(absl::StrCat(reads, " reads: a resident page was not a hit")),
+             "core/cache_fetch");
+    }
   }
   std::lock_guard<std::mutex> g(g_cache_mu);
   g_cache_ns_sum += ns;
@@ -642,28 +761,40 @@ void BM_Commit(benchmark::State& state) {
 
 // ---------------------------------------------------------------- summary
 
+double MedianOf(const std::map<std::pair<int, int>, std::vector<double>>& m, Op op, Engine e) {
+  auto it = m.find({static_cast<int>(op), static_cast<int>(e)});
+  return it == m.end() ? 0 : Median(it->second);
+}
+
+std::string WorkOf(Op op) {
+  switch (op) {
+    case Op::kInsert: return absl::StrCat(Rows(), " rows/1 txn");
+    case Op::kLookup: return absl::StrCat(FLAGS_lookups.i64(), " lookups");
+    case Op::kUpdate:
+      return absl::StrCat(FLAGS_update_txns.i64(), " txns x ", FLAGS_updates_per_txn.i64());
+    case Op::kScan: return absl::StrCat(Rows(), " rows");
+  }
+  return "";
+}
+
 // Torn-page protection on against off for the phases that write (commit throughput is printed
 // with the commit results).
 void PrintDoublewriteCost(std::FILE* out) {
   bool header = false;
   for (Op op : {Op::kInsert, Op::kUpdate}) {
-    auto on = g_phase.find({static_cast<int>(op), static_cast<int>(Engine::kEmber)});
-    auto off = g_phase.find({static_cast<int>(op), static_cast<int>(Engine::kEmberNoDw)});
-    if (on == g_phase.end() || off == g_phase.end()) continue;
+    const Paired p = Pair(g_dw_on_off[static_cast<int>(op)]);
+    if (p.runs == 0) continue;
     if (!header) {
-      std::fprintf(out, "\ntorn-page protection (doublewrite) on vs off, same work:\n");
+      std::fprintf(out, "\ntorn-page protection (doublewrite) on vs off, same work (medians):\n");
       std::fprintf(out, "%-8s %10s %10s %7s %10s %10s %10s %10s %10s\n", "op", "on s", "off s",
                    "on/off", "on cpu", "off cpu", "on writes", "dw_writes", "off writes");
       header = true;
     }
-    const PhaseResult& a = on->second;
-    const PhaseResult& b = off->second;
-    std::fprintf(out, "%-8s %10.4f %10.4f %7.2f %10.4f %10.4f %10llu %10llu %10llu\n",
-                 kOpNames[static_cast<int>(op)], a.seconds, b.seconds,
-                 b.seconds > 0 ? a.seconds / b.seconds : 0.0, a.cpu_seconds, b.cpu_seconds,
-                 static_cast<unsigned long long>(a.pages.writes),
-                 static_cast<unsigned long long>(a.pages.dw_writes),
-                 static_cast<unsigned long long>(b.pages.writes));
+    std::fprintf(out, "%-8s %10.4f %10.4f %7.2f %10.4f %10.4f %10.0f %10.0f %10.0f\n",
+                 kOpNames[static_cast<int>(op)], p.ember_s, p.other_s, p.ratio, p.ember_cpu,
+                 p.other_cpu, MedianOf(g_home_writes, op, Engine::kEmber),
+                 MedianOf(g_dw_writes, op, Engine::kEmber),
+                 MedianOf(g_home_writes, op, Engine::kEmberNoDw));
   }
   if (header) {
     std::fprintf(out, "on writes = pages written home; dw_writes = protection copies and their "
@@ -673,59 +804,53 @@ void PrintDoublewriteCost(std::FILE* out) {
 
 void PrintSummary() {
   std::FILE* out = SummaryStream();
-  if (!g_phase.empty()) {
+  bool any = false;
+  for (const Comparison& c : g_vs_sqlite) any |= Pair(c).runs > 0;
+  if (any) {
     std::fprintf(out,
                  "\ncore: EmberDB vs SQLite, same work (rows=%lld, forced_writes=%s -> SQLite "
-                 "synchronous=%s, journal_mode=%s, %s)\n",
+                 "synchronous=%s, journal_mode=%s, %s; %d run%s, alternating which engine goes "
+                 "first)\n",
                  (long long)Rows(), FLAGS_forced_writes.str().c_str(),
                  FLAGS_forced_writes.b() ? "FULL" : "OFF", FLAGS_sqlite_journal.str().c_str(),
                  FLAGS_sqlite_rowid_pk.b() ? "SQLite id = INTEGER PRIMARY KEY"
-                                           : "unique index on id in both");
-    std::fprintf(out, "%-8s %-20s %11s %11s %14s %14s %7s %11s %11s %9s\n", "op", "work",
-                 "EmberDB s", "SQLite s", "EmberDB ops/s", "SQLite ops/s", "ratio", "EmberDB cpu",
-                 "SQLite cpu", "cpu ratio");
-    for (int op = 0; op < 4; ++op) {
-      auto e = g_phase.find({op, 0});
-      auto q = g_phase.find({op, 1});
-      if (e == g_phase.end() && q == g_phase.end()) continue;
-      std::string work;
-      switch (static_cast<Op>(op)) {
-        case Op::kInsert: work = absl::StrCat(Rows(), " rows/1 txn"); break;
-        case Op::kLookup: work = absl::StrCat(FLAGS_lookups.i64(), " lookups"); break;
-        case Op::kUpdate:
-          work = absl::StrCat(FLAGS_update_txns.i64(), " txns x ", FLAGS_updates_per_txn.i64());
-          break;
-        case Op::kScan: work = absl::StrCat(Rows(), " rows"); break;
-      }
-      auto secs = [](auto it, auto end) {
-        return it == end ? std::string("-") : absl::StrFormat("%.4f", it->second.seconds);
-      };
-      auto rate = [](auto it, auto end) {
-        return it == end || it->second.seconds <= 0
-                   ? std::string("-")
-                   : absl::StrFormat("%.0f", it->second.items / it->second.seconds);
-      };
-      auto cpu = [](auto it, auto end) {
-        return it == end ? std::string("-") : absl::StrFormat("%.4f", it->second.cpu_seconds);
-      };
-      std::string ratio = "-", cpu_ratio = "-";
-      if (e != g_phase.end() && q != g_phase.end()) {
-        if (q->second.seconds > 0) {
-          ratio = absl::StrFormat("%.2f", e->second.seconds / q->second.seconds);
-        }
-        if (q->second.cpu_seconds > 0) {
-          cpu_ratio = absl::StrFormat("%.2f", e->second.cpu_seconds / q->second.cpu_seconds);
-        }
-      }
-      std::fprintf(out, "%-8s %-20s %11s %11s %14s %14s %7s %11s %11s %9s\n", kOpNames[op],
-                   work.c_str(), secs(e, g_phase.end()).c_str(), secs(q, g_phase.end()).c_str(),
-                   rate(e, g_phase.end()).c_str(), rate(q, g_phase.end()).c_str(), ratio.c_str(),
-                   cpu(e, g_phase.end()).c_str(), cpu(q, g_phase.end()).c_str(),
-                   cpu_ratio.c_str());
+                                           : "unique index on id in both",
+                 Runs(), Runs() == 1 ? "" : "s");
+    std::fprintf(out, "%-7s %-19s %10s %10s %12s %12s %6s %11s %10s %10s %6s %9s %9s\n", "op",
+                 "work", "EmberDB s", "SQLite s", "EmberDB op/s", "SQLite op/s", "ratio",
+                 "(lo-hi)", "EmberDB cpu", "SQLite cpu", "cpu", "EmberDB w", "SQLite w");
+    Tally tally;
+    for (Op op : {Op::kInsert, Op::kLookup, Op::kUpdate, Op::kScan}) {
+      const Paired p = Pair(g_vs_sqlite[static_cast<int>(op)]);
+      if (p.runs == 0) continue;
+      const double n = static_cast<double>(op == Op::kInsert || op == Op::kScan
+                                               ? Rows()
+                                           : op == Op::kLookup
+                                               ? FLAGS_lookups.i64()
+                                               : FLAGS_update_txns.i64() *
+                                                     std::max<int64_t>(1, FLAGS_updates_per_txn.i64()));
+      std::fprintf(out,
+                   "%-7s %-19s %10.4f %10.4f %12.0f %12.0f %6.2f %11s %10.4f %10.4f %6.2f %9.0f "
+                   "%9.0f\n",
+                   kOpNames[static_cast<int>(op)], WorkOf(op).c_str(), p.ember_s, p.other_s,
+                   p.ember_s > 0 ? n / p.ember_s : 0, p.other_s > 0 ? n / p.other_s : 0, p.ratio,
+                   p.runs > 1 ? absl::StrFormat("%.2f-%.2f", p.ratio_lo, p.ratio_hi).c_str() : "",
+                   p.ember_cpu, p.other_cpu, p.cpu_ratio,
+                   MedianOf(g_all_writes, op, Engine::kEmber),
+                   MedianOf(g_all_writes, op, Engine::kSqlite));
+      tally.Add(kOpNames[static_cast<int>(op)], p);
     }
     std::fprintf(out,
-                 "ratio = EmberDB time / SQLite time, wall clock (below 1: EmberDB faster); "
-                 "cpu = process CPU seconds of the phase\n");
+                 "EmberDB s, SQLite s: median wall-clock seconds; ratio: median of the per-run "
+                 "ratios EmberDB / SQLite (below 1: EmberDB faster), lo-hi their range; cpu: "
+                 "EmberDB's process CPU (its collector thread included) and SQLite's thread CPU, "
+                 "medians and the median ratio; w: pages written (EmberDB home + doublewrite "
+                 "copies, SQLite database + journal). EmberDB's update includes collecting the "
+                 "versions it left (gc_ms in its rows).\n");
+    tally.Print(out, "operations");
+  }
+  if (AnyFailed()) {
+    std::fprintf(out, "Some rows FAILED (see 'bench: FAILED' on stderr): they are not in the summary.\n");
   }
   PrintDoublewriteCost(out);
   if (!g_cache_ns.empty()) {
@@ -750,20 +875,25 @@ void PrintSummary() {
 }
 
 void Register() {
+  // The first engine alternates from run to run and from one operation to the next (insert and
+  // scan start with EmberDB in run 0, lookup and update with SQLite). Protection off runs between
+  // the two, so on and off alternate as well.
+  const int salt[kOps] = {0, 1, 1, 0};
   for (Op op : {Op::kInsert, Op::kLookup, Op::kUpdate, Op::kScan}) {
-    // Protection off beside on for the phases that write, in alternating order (insert: on
-    // first; update: off first).
-    std::vector<Engine> engines = {Engine::kEmber, Engine::kSqlite};
-    if (op == Op::kInsert) engines = {Engine::kEmber, Engine::kEmberNoDw, Engine::kSqlite};
-    if (op == Op::kUpdate) engines = {Engine::kEmberNoDw, Engine::kEmber, Engine::kSqlite};
-    for (Engine e : engines) {
-      benchmark::RegisterBenchmark(absl::StrCat("core/", kOpNames[static_cast<int>(op)], "/",
-                                                kEngineNames[static_cast<int>(e)])
-                                       .c_str(),
-                                   BM_Core, op, e)
-          ->Iterations(1)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
+    const bool writes = op == Op::kInsert || op == Op::kUpdate;
+    for (int run = 0; run < Runs(); ++run) {
+      std::vector<Engine> engines = {Engine::kEmber, Engine::kSqlite};
+      if (writes) engines = {Engine::kEmber, Engine::kEmberNoDw, Engine::kSqlite};
+      if (!EmberFirst(run, salt[static_cast<int>(op)])) std::reverse(engines.begin(), engines.end());
+      for (Engine e : engines) {
+        benchmark::RegisterBenchmark(absl::StrCat("core/", kOpNames[static_cast<int>(op)], "/run:",
+                                                  run, "/", kEngineNames[static_cast<int>(e)])
+                                         .c_str(),
+                                     BM_Core, op, e, run)
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+      }
     }
   }
   auto* cache = benchmark::RegisterBenchmark("core/cache_fetch", BM_CacheFetch);
@@ -787,7 +917,9 @@ void Register() {
 
 int main(int argc, char** argv) {
   using namespace ember::bench;
-  if (!Init(&argc, argv)) return 1;
+  if (!CheckNoRepetitions(argc, argv) || !Init(&argc, argv)) return 1;
+  benchmark::AddCustomContext("runs", FLAGS_runs.str());
+  AddSqliteContext();
   Register();
   benchmark::RunSpecifiedBenchmarks();
   bool ok = !AnyFailed();

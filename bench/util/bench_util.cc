@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 
 #include <atomic>
@@ -32,6 +33,33 @@ double ProcessCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+absl::Status Wrong(std::string_view what) {
+  return absl::InternalError(absl::StrCat("wrong result: ", std::string(what)));
+}
+
+absl::Status With(const absl::Status& s, std::string_view context) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(std::string(context), ": ", s.message()));
+}
+
+uint64_t FileBytes(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
 namespace fs = std::filesystem;
@@ -96,9 +124,9 @@ Flag FLAGS_cache_pages("cache_pages", int64_t{2048},
                        "buffer cache size in pages (SQLite: the same number of pages)");
 Flag FLAGS_prefault_mb(
     "prefault_mb", int64_t{0},
-    "touch, then free, this many MB of memory before the first benchmark (0: none). On a VM "
-    "whose fresh memory costs about 10 us per 4 KB at first touch, that cost otherwise lands "
-    "on the first phases that grow the process's memory");
+    "touch, then free, this many MB of memory before the first benchmark (0: none). Where "
+    "fresh memory is slow at first touch (some VMs), that cost otherwise lands on the first "
+    "phases that grow the process's memory");
 Flag FLAGS_forced_writes("forced_writes", true,
                          "1: fsync at commit (SQLite synchronous=FULL); 0: the OS decides "
                          "(SQLite synchronous=OFF)");

@@ -42,6 +42,20 @@ double Seconds(Clock::time_point a, Clock::time_point b);
 // CPU time of the whole process (every thread, including the engine's own): on a shared machine
 // the CPU ratio is steadier than the wall-clock ratio.
 double ProcessCpuSeconds();
+// CPU time of the calling thread alone (for an engine that does all its work on the caller's
+// thread, like SQLite, while another engine's idle threads live in the same process).
+double ThreadCpuSeconds();
+
+// ---------------------------------------------------------------- data and checks
+
+// splitmix64: a fast, well-mixed 64-bit hash, the source of the benchmarks' generated data.
+uint64_t Mix(uint64_t x);
+// An InternalError "wrong result: <what>": a benchmark's answer differs from what it must be.
+absl::Status Wrong(std::string_view what);
+// `s` with `context` in front of its message (same code); OK stays OK.
+absl::Status With(const absl::Status& s, std::string_view context);
+// The size of the file at `path` in bytes (0 when it does not exist).
+uint64_t FileBytes(const std::string& path);
 
 // ---------------------------------------------------------------- flags
 
@@ -134,7 +148,7 @@ Counters& operator+=(Counters& a, const Counters& b);
 void SetPageCounters(benchmark::State& state, const Counters& c, std::string_view prefix = "");
 
 // Minor page faults of the process so far (getrusage): the difference over a phase shows how
-// much fresh memory it touched (about 10 us per 4 KB page on the VMs we measure on).
+// much fresh memory it touched (a first touch costs microseconds per 4 KB page on some VMs).
 uint64_t MinorFaults();
 
 // Reports a failed status on the state (SkipWithError) and remembers that the run failed, so
