@@ -30,17 +30,21 @@
 // whose predecessors did not run (a filter, repetitions) first brings its series to the right
 // point untimed.
 //
-// Checks (a failed one fails its row, and the binary exits non-zero): every update changes
-// every row and the gc row counts them all. The rollback is checked twice:
+// Checks (a failed one makes the binary exit non-zero): every update changes every row and the
+// gc row counts them all. The rollback is checked twice:
 // - Before any benchmark, untimed, on 2,000 rows for every page size / index / no_savepoint
-//   combination, the same code with `val = val + 1`: after four updates and a rollback every row
-//   must hold its loaded value; after four updates and a commit every row must hold it plus 4.
-//   This is what can tell a rollback from a commit or from nothing: `val + 0` changes no value.
-// - In the timed rollback series (val + 0, as the article), from the table statistics: with the
-//   undo log the rollback must leave no back version and no dead version behind; without it
-//   (no_savepoint:1) the transaction is marked dead and its version of every row stays, dead,
-//   until garbage collection. A commit in place of the rollback leaves back versions and no
-//   dead ones, so both cases would notice it. Then every row must read as loaded.
+//   combination, the same load and update code with `val = val + 1` (a failure here stops the
+//   binary): after four updates and a rollback every row must hold its loaded value, the table
+//   statistics must be as below, and (with the undo log) Validate must count only the loaded
+//   index keys; after four updates and a commit every row must hold its loaded value plus 4.
+//   This is what can tell a rollback from a commit or from a rollback that undid nothing: the
+//   article's `val + 0` leaves every value as it was.
+// - In the timed rollback series (val + 0), from the table statistics, read before any scan
+//   collects garbage: with the undo log the rollback must leave no back version and no dead
+//   version behind; without it (no_savepoint:1) the transaction is marked dead and its version
+//   of every row stays, dead, until garbage collection. A commit in place of the rollback leaves
+//   back versions and no dead ones, so both cases notice it. Then every row must read as
+//   loaded. The row reports back_versions_left and dead_versions_left.
 //
 // At the end, a summary: one line per configuration and series, 1M against 100K rows per
 // update, no_savepoint against the undo log, and the Firebird 3.0 reference at page size 8192.
