@@ -83,7 +83,9 @@ std::string TempDirFor(const std::string& where) {
 
 // The piece for step i: deterministic bytes, so the stored BLOB can be checked.
 void FillPiece(std::string* piece, int64_t i) {
-  for (size_t k = 0; k < piece->size(); ++k) (*piece)[k] = static_cast<char>((i * 131 + k * 7) & 0xFF);
+  for (size_t k = 0; k < piece->size(); ++k) {
+    (*piece)[k] = static_cast<char>((i * 131 + k * 7) & 0xFF);
+  }
 }
 
 // Reads the whole stored BLOB piece by piece and compares each with the piece appended at that
@@ -230,7 +232,7 @@ void PrintSummary(const std::vector<std::string>& wheres) {
   if (g_results.empty()) return;  // nothing ran (a filter, or --benchmark_list_tests)
   std::FILE* out = eb::SummaryStream();
   std::fprintf(out,
-               "\nSummary. One BLOB of %lld pieces x %lld bytes (%s) built in one transaction, "
+               "\nSummary. One BLOB of %lld chunks x %lld bytes (%s) built in one transaction, "
                "then committed.\noff = mode 0: temporary BLOBs in database pages (Firebird "
                "without BlobTempSpace). on = temporary\nBLOBs in temp space (memory, spilling "
                "to the temp directory): mode 1 those the engine makes\n(Concat's results), "
@@ -297,8 +299,8 @@ void PrintSummary(const std::vector<std::string>& wheres) {
   }
   if (!scaling.empty()) {
     std::fprintf(out,
-                 "\nScaling in temp space (mode 1): the time for 2250 pieces / the time for "
-                 "750 (3x the pieces):\n%s (linear: 3x; copying both operands at every step, "
+                 "\nScaling in temp space (mode 1): the time for 2250 chunks / the time for "
+                 "750 (3x the chunks):\n%s (linear: 3x; copying both operands at every step, "
                  "as in database pages: 9x).\n",
                  scaling.c_str());
   }
