@@ -935,51 +935,11 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
     if (!nrec.ok()) return nrec.status();
     bool placed = page::DpReplace(P.data(), ps_, line, *nrec);
     // Still no room (a delete stub being overwritten on a page full to the last bytes): move
-    // back versions stored on this page to secondary pages, repointing whatever points at each
-    // (a line of this page, or the new head), until the head fits. StoreSecondary makes the
-    // moved copy reach disk before this page, so either state of this page on disk is valid.
-    auto repoint = [&](std::string* rec, PageNo to_page, uint16_t to_line) -> absl::Status {
-      RecordHeader rh;
-      if (!DecodeHeader(*rec, &rh)) return absl::InternalError("repoint: bad record header");
-      rh.back_page = to_page;
-      rh.back_line = to_line;
-      std::string out;
-      EncodeHeader(rh, &out);
-      out.append(rec->substr(rh.size()));
-      *rec = std::move(out);
-      return absl::OkStatus();
-    };
-    for (uint16_t l = 0; !placed && l < page::DpLineCount(P.data()); ++l) {
-      std::optional<std::string_view> v = page::DpGet(P.data(), ps_, l);
-      RecordHeader vh;
-      if (l == line || !v || !DecodeHeader(*v, &vh) || !(vh.flags & kRecBackVersion)) continue;
-      std::vector<uint16_t> referrers;  // lines of P pointing at line l (the old head included)
-      for (uint16_t k = 0; k < page::DpLineCount(P.data()); ++k) {
-        std::optional<std::string_view> r = page::DpGet(P.data(), ps_, k);
-        RecordHeader rh;
-        if (r && DecodeHeader(*r, &rh) && rh.back_page == *pno && rh.back_line == l) {
-          referrers.push_back(k);
-        }
-      }
-      const bool new_head_refers = nh.back_page == *pno && nh.back_line == l;
-      if (referrers.empty() && !new_head_refers) continue;  // an orphan line: leave it
-      const std::string bytes(*v);
-      absl::StatusOr<std::pair<PageNo, uint16_t>> loc = StoreSecondary(txn, bytes, &P);
-      if (!loc.ok()) return loc.status();
-      for (uint16_t k : referrers) {
-        std::string r(*page::DpGet(P.data(), ps_, k));
-        if (absl::Status s = repoint(&r, loc->first, loc->second); !s.ok()) return s;
-        page::DpReplace(P.data(), ps_, k, r);  // same size (fixed-width pointer): in place
-      }
-      // If the line is garbage waiting to be freed, the copy is what FreeLine must free.
-      MovePendingFree(*pno, l, loc->first, loc->second);
-      if (new_head_refers) {
-        nh.back_page = loc->first;
-        nh.back_line = loc->second;
-        if (absl::Status s = repoint(&*nrec, loc->first, loc->second); !s.ok()) return s;
-      }
-      page::DpDelete(P.data(), ps_, l);
-      placed = page::DpReplace(P.data(), ps_, line, *nrec);
+    // back versions off this page until the head fits.
+    if (!placed) {
+      absl::StatusOr<bool> p = MakeRoomForHead(P, *pno, line, txn, &nh, &*nrec);
+      if (!p.ok()) return p.status();
+      placed = *p;
     }
     if (!placed) {
       return absl::InternalError(absl::StrCat("page ", *pno, " line ", line,
@@ -1011,6 +971,123 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
 }
 
 // ---------------------------------------------------------------- validation
+
+namespace {
+// `rec` with its back pointer set to (page, line); the pointer is fixed-width, so the record
+// keeps its size and can be replaced in place.
+absl::Status Repoint(std::string* rec, PageNo page, uint16_t line) {
+  RecordHeader rh;
+  if (!DecodeHeader(*rec, &rh)) return absl::InternalError("repoint: bad record header");
+  rh.back_page = page;
+  rh.back_line = line;
+  std::string out;
+  EncodeHeader(rh, &out);
+  out.append(rec->substr(rh.size()));
+  *rec = std::move(out);
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<bool> Relation::MakeRoomForHead(PageRef& P, PageNo pno, uint16_t line,
+                                               uint64_t txn, RecordHeader* nh,
+                                               std::string* nrec) {
+  struct Loc {
+    PageNo page;
+    uint16_t line;
+    bool operator==(const Loc&) const = default;
+  };
+  // Who points at each line of P. Chains start at heads on P and continue on P or on
+  // secondary pages (never on another primary page), so walking every chain from P's heads, and
+  // the new head's, finds every pointer into P: those on P and those on secondary pages (a
+  // newer back version placed on a secondary page while an older one stayed here).
+  absl::flat_hash_map<uint16_t, std::vector<Loc>> refs;
+  auto walk = [&](Loc from, PageNo back_page, uint16_t back_line) -> absl::Status {
+    for (int hops = 0; back_page != page::kNoPage; ++hops) {
+      if (hops >= kMaxChain) return absl::DataLossError("version chain loops");
+      if (back_page == pno) {
+        std::vector<Loc>& r = refs[back_line];
+        if (std::find(r.begin(), r.end(), from) != r.end()) return absl::OkStatus();  // seen
+        r.push_back(from);
+      }
+      absl::StatusOr<std::string> v = LineAt(P, pno, back_page, back_line);
+      if (!v.ok()) return v.status();
+      RecordHeader vh;
+      if (!DecodeHeader(*v, &vh)) return absl::DataLossError("corrupt back version");
+      from = {back_page, back_line};
+      back_page = vh.back_page;
+      back_line = vh.back_line;
+    }
+    return absl::OkStatus();
+  };
+  for (uint16_t k = 0; k < page::DpLineCount(P.data()); ++k) {
+    std::optional<std::string_view> v = page::DpGet(P.data(), ps_, k);
+    RecordHeader vh;
+    if (!v || !DecodeHeader(*v, &vh) || (vh.flags & kRecNotPrimary)) continue;
+    if (absl::Status s = walk({pno, k}, vh.back_page, vh.back_line); !s.ok()) return s;
+  }
+  // The new head is not on the page yet: kNoPage stands for it.
+  if (absl::Status s = walk({page::kNoPage, 0}, nh->back_page, nh->back_line); !s.ok()) return s;
+
+  for (uint16_t l = 0; l < page::DpLineCount(P.data()); ++l) {
+    std::optional<std::string_view> v = page::DpGet(P.data(), ps_, l);
+    RecordHeader vh;
+    if (l == line || !v || !DecodeHeader(*v, &vh) || !(vh.flags & kRecBackVersion)) continue;
+    auto it = refs.find(l);
+    if (it == refs.end()) continue;  // unreachable (garbage waiting to be freed): leave it
+    const std::vector<Loc> referrers = std::move(it->second);
+    refs.erase(it);
+    // The copy reaches disk before P (StoreSecondary orders it) and before every page that
+    // is repointed at it; P, which loses the line, goes after all of them. Either state of
+    // each page on disk is then a whole chain.
+    absl::StatusOr<std::pair<PageNo, uint16_t>> loc = StoreSecondary(txn, std::string(*v), &P);
+    if (!loc.ok()) return loc.status();
+    const Loc to{loc->first, loc->second};
+    for (const Loc& r : referrers) {
+      if (r.page == page::kNoPage) {
+        nh->back_page = to.page;
+        nh->back_line = to.line;
+        if (absl::Status s = Repoint(nrec, to.page, to.line); !s.ok()) return s;
+      } else if (r.page == pno) {
+        std::string rec(*page::DpGet(P.data(), ps_, r.line));
+        if (absl::Status s = Repoint(&rec, to.page, to.line); !s.ok()) return s;
+        page::DpReplace(P.data(), ps_, r.line, rec);
+      } else {
+        // A secondary page after the primary one: the latch order every writer uses.
+        absl::StatusOr<PageRef> s = cache_->Fetch(r.page, LatchMode::kExclusive);
+        if (!s.ok()) return s.status();
+        std::optional<std::string_view> cur = page::DpGet(s->data(), ps_, r.line);
+        RecordHeader ch;
+        if (!cur || !DecodeHeader(*cur, &ch) || ch.back_page != pno || ch.back_line != l) {
+          return absl::InternalError(absl::StrCat("page ", r.page, " line ", r.line,
+                                                  ": back pointer moved under the latch"));
+        }
+        std::string rec(*cur);
+        if (absl::Status st = Repoint(&rec, to.page, to.line); !st.ok()) return st;
+        page::DpReplace(s->data(), ps_, r.line, rec);
+        s->Mark(txn);
+        if (r.page != to.page) {
+          if (absl::Status st = cache_->AddPrecedence(*s, to.page); !st.ok()) return st;
+        }
+        s->Release();
+        if (absl::Status st = cache_->AddPrecedence(P, r.page); !st.ok()) return st;
+      }
+    }
+    // The copy's own pointer into P (an older version still here) now comes from the copy.
+    if (vh.back_page == pno) {
+      auto t = refs.find(vh.back_line);
+      if (t != refs.end()) {
+        for (Loc& r : t->second) {
+          if (r == Loc{pno, l}) r = to;
+        }
+      }
+    }
+    // If the line is garbage waiting to be freed, the copy is what FreeLine must free.
+    MovePendingFree(pno, l, to.page, to.line);
+    page::DpDelete(P.data(), ps_, l);
+    if (page::DpReplace(P.data(), ps_, line, *nrec)) return true;
+  }
+  return false;
+}
 
 absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageNo>* pages,
                              const std::function<void(uint64_t)>& on_record, uint64_t* versions,

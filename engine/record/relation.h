@@ -270,6 +270,12 @@ class Relation {
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreSecondary(
       uint64_t txn, std::string_view rec_bytes, cache::PageRef* primary,
       std::span<const page::PageNo> extra_links = {});
+  // Last resort of Write when the new head `nrec` does not fit on the full primary page P even
+  // fragmented: moves back versions stored on P to secondary pages, repointing everything that
+  // points at each (lines of P, versions on secondary pages, the new head), until it fits.
+  // Returns whether the head was placed at `line`.
+  absl::StatusOr<bool> MakeRoomForHead(cache::PageRef& P, page::PageNo pno, uint16_t line,
+                                       uint64_t txn, RecordHeader* nh, std::string* nrec);
   // Stores body bytes as a fragment chain on secondary pages; returns the first fragment.
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreFragments(uint64_t txn,
                                                                     std::string_view bytes,
