@@ -433,7 +433,7 @@ void AddMachineContext() {
 
 Counters operator-(const Counters& a, const Counters& b) {
   return {a.fetches - b.fetches, a.marks - b.marks, a.reads - b.reads, a.writes - b.writes,
-          a.dw_writes - b.dw_writes};
+          a.dw_writes - b.dw_writes, a.cycle_writes - b.cycle_writes};
 }
 
 Counters& operator+=(Counters& a, const Counters& b) {
@@ -442,6 +442,7 @@ Counters& operator+=(Counters& a, const Counters& b) {
   a.reads += b.reads;
   a.writes += b.writes;
   a.dw_writes += b.dw_writes;
+  a.cycle_writes += b.cycle_writes;
   return a;
 }
 
@@ -452,6 +453,7 @@ void SetPageCounters(benchmark::State& state, const Counters& c, std::string_vie
   state.counters[p + "reads"] = benchmark::Counter(static_cast<double>(c.reads));
   state.counters[p + "writes"] = benchmark::Counter(static_cast<double>(c.writes));
   state.counters[p + "dw_writes"] = benchmark::Counter(static_cast<double>(c.dw_writes));
+  state.counters[p + "cycle_writes"] = benchmark::Counter(static_cast<double>(c.cycle_writes));
 }
 
 uint64_t MinorFaults() {

@@ -54,7 +54,7 @@ absl::Status FreeStoredBlobs(cache::BufferCache* cache, cache::PageSpace* space,
   if (pages.empty()) return absl::OkStatus();
   std::sort(header_pages.begin(), header_pages.end());
   header_pages.erase(std::unique(header_pages.begin(), header_pages.end()), header_pages.end());
-  if (absl::Status s = cache->FlushPages(header_pages); !s.ok()) return s;
+  if (absl::Status s = cache->FlushPagesEarly(header_pages); !s.ok()) return s;
   for (page::PageNo p : pages) {
     if (absl::Status s = space->Free(p, mark_txn); !s.ok()) return s;
     if (pages_freed) ++*pages_freed;

@@ -518,6 +518,18 @@ void BufferCache::Prefetch(std::span<const PageNo> pages) {
 
 // ---------------------------------------------------------------- precedence and flushing
 
+namespace {
+// Set while this thread writes pages before their time (a precedence cycle broken, a page
+// forced out before what it stopped pointing at is freed): Submit counts them as cycle_writes.
+thread_local int tls_early_writes = 0;
+struct EarlyWrites {
+  EarlyWrites() { ++tls_early_writes; }
+  ~EarlyWrites() { --tls_early_writes; }
+  EarlyWrites(const EarlyWrites&) = delete;
+  EarlyWrites& operator=(const EarlyWrites&) = delete;
+};
+}  // namespace
+
 absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
   if (first == then.page_no()) return absl::OkStatus();
   // The version of `first` that `then` is about to depend on, and whether it is on disk yet.
@@ -558,7 +570,10 @@ absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
         stack.push_back(e.page);
       }
     }
-    if (cycle) return FlushSet({ff}, then.frame_);
+    if (cycle) {
+      EarlyWrites early;
+      return FlushSet({ff}, then.frame_);
+    }
   }
   std::lock_guard<std::mutex> g(then.frame_->meta);
   auto& pr = then.frame_->prereqs;
@@ -668,6 +683,7 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
         if (epoch_out) *epoch_out = std::max(*epoch_out, epoch);
       }
       util::Count(counters_, util::Counter::kWrites, all.size());
+      if (tls_early_writes > 0) util::Count(counters_, util::Counter::kCycleWrites, all.size());
     }
   }
   for (Batch::Item& it : batch.items) {
@@ -990,6 +1006,11 @@ absl::Status BufferCache::FlushPages(std::span<const PageNo> pages) {
     }
   }
   return FlushSet(std::move(roots), nullptr);
+}
+
+absl::Status BufferCache::FlushPagesEarly(std::span<const PageNo> pages) {
+  EarlyWrites early;
+  return FlushPages(pages);
 }
 
 absl::Status BufferCache::FlushAll() {

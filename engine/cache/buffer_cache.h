@@ -142,6 +142,9 @@ class BufferCache {
   absl::Status FlushTxns(std::span<const uint64_t> txns);
   // Writes the given pages (with prerequisites), same rules.
   absl::Status FlushPages(std::span<const PageNo> pages);
+  // FlushPages for a write careful write forces before its time (a page that must be on disk
+  // before what it stopped pointing at is freed, a new PIP): counted as cycle_writes too.
+  absl::Status FlushPagesEarly(std::span<const PageNo> pages);
   // Read-ahead: reads those of `pages` (at most kMaxPrefetch, and an eighth of the cache) that
   // are not resident, consecutive page numbers in one read each, so that the Fetches that
   // follow hit. Best effort: errors are left for those Fetches to report.

@@ -29,7 +29,7 @@ absl::StatusOr<PageRef> PageSpace::FetchPip(uint32_t k, bool create) {
   // fresh (written without waiting for it to be durable): so it goes to disk before any of them
   // can, or a crash could leave the file reaching past a PIP that reads as zeros.
   const PageNo pip[] = {no};
-  if (absl::Status s = cache_->FlushPages(pip); !s.ok()) return s;
+  if (absl::Status s = cache_->FlushPagesEarly(pip); !s.ok()) return s;
   return cache_->Fetch(no, LatchMode::kExclusive);
 }
 

@@ -141,7 +141,7 @@ bool SameKeyValue(const Value& a, const Value& b) {
 IndexState* StateOf(const Index& ix) { return IndexState::From(ix); }
 
 Counters ToCounters(const util::PageCounters& c) {
-  return {c.fetches, c.marks, c.reads, c.writes, c.dw_writes};
+  return {c.fetches, c.marks, c.reads, c.writes, c.dw_writes, c.cycle_writes};
 }
 }  // namespace
 
@@ -232,6 +232,13 @@ absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
       case record::WriteOutcome::kDone:
         wrote_ = true;
         NotePage(t, rec, /*insert=*/false);
+        if (w->unlinked_fragments) {
+          deferred_frees_.emplace_back(t, *w->unlinked_fragments);
+          if (deferred_frees_.size() >= kMaxDeferredFrees) {
+            // The write is done; a line not freed only stays unreachable.
+            if (absl::Status s = FreeDeferred(id_); !s.ok()) db_->background_errors()->Add(s);
+          }
+        }
         return w;
       case record::WriteOutcome::kNotFound:
         return absl::NotFoundError(absl::StrCat("table ", t->schema.name, " record ", rec,

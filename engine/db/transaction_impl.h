@@ -112,6 +112,16 @@ class TransactionImpl : public Transaction {
                          const std::string& before, std::vector<record::Unlinked>* unlinked);
   // Rolls back the top savepoint of the undo log (popping it).
   absl::Status RollbackTop();
+  // Lines our changes made unreachable (fragments of our versions overwritten in place, back
+  // versions an undo unlinked) are freed only once the page that pointed at them is on disk.
+  // Freeing them at once would force that page out before the commit, on every such change;
+  // so they wait until the transaction ends, when its pages are written anyway, or until
+  // kMaxDeferredFrees of them wait (then all go in one batch, the pages they need written
+  // first: cycle_writes). BLOB entries are freed at once, as before (FreeUnlinked).
+  static constexpr size_t kMaxDeferredFrees = 4096;
+  absl::Status DeferFrees(internal::TableState* t, std::vector<record::Unlinked>* unlinked);
+  // Frees the deferred lines, marking the pages they were on for `mark_txn`.
+  absl::Status FreeDeferred(uint64_t mark_txn);
   // Marks the transaction doomed after a failure it cannot undo.
   absl::Status Doom(const absl::Status& cause);
   void NotePage(internal::TableState* t, uint64_t rec, bool insert);
@@ -167,6 +177,8 @@ class TransactionImpl : public Transaction {
   // sequence): see HandPagesToCollector.
   absl::flat_hash_set<std::pair<uint32_t, uint32_t>> pages_;
   absl::flat_hash_set<std::pair<uint32_t, uint32_t>> insert_pages_;
+  // See DeferFrees: by table, in the order they were made unreachable.
+  std::vector<std::pair<internal::TableState*, record::Unlinked>> deferred_frees_;
   std::pair<uint32_t, uint32_t> last_page_{~0u, ~0u};
   std::pair<uint32_t, uint32_t> last_insert_page_{~0u, ~0u};
   util::PageCounters counters_;

@@ -729,34 +729,6 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
   }
 }
 
-absl::Status Relation::FreeFragments(const RecordHeader& h, PageNo unlinked_from) {
-  // Careful write: while the page that pointed here is not on disk with its new contents, its
-  // old version on disk still needs these fragments. Write that page first, holding no latch:
-  // recording "fragment page after it" as precedence instead can close a cycle (it usually
-  // follows that same secondary page already), and the cycle-breaking flush would latch it while
-  // we hold the fragment page, against the latch order (primary -> secondary): a deadlock with a
-  // writer holding it and storing a back version on the fragment page.
-  {
-    const PageNo first[] = {unlinked_from};
-    if (absl::Status s = cache_->FlushPages(first); !s.ok()) return s;
-  }
-  RecordHeader cur = h;
-  for (int hops = 0; cur.flags & kRecFragmented; ++hops) {
-    if (hops > kMaxChain) return absl::DataLossError("fragment chain loops");
-    absl::StatusOr<PageRef> r = cache_->Fetch(cur.frag_page, LatchMode::kExclusive);
-    if (!r.ok()) return r.status();
-    std::optional<std::string_view> f = page::DpGet(r->data(), ps_, cur.frag_line);
-    RecordHeader fh;
-    if (!f || !DecodeHeader(*f, &fh) || !(fh.flags & kRecFragment)) {
-      return absl::DataLossError(absl::StrCat("page ", cur.frag_page, " line ", cur.frag_line,
-                                              ": expected a record fragment"));
-    }
-    if (absl::Status s = RemoveLine(&*r, cur.frag_line, h.txn); !s.ok()) return s;
-    cur = fh;
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const ReadView& view,
                                              bool read_committed, const std::string* raw,
                                              std::span<const PageNo> links, bool undo) {
@@ -949,11 +921,6 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   page::SetFlags(P.data(), page::GetFlags(P.data()) & ~page::kPpSwept);
   P.Mark(txn);
   P.Release();
-  if (overwrite && (h.flags & kRecFragmented)) {
-    // After P is released: FreeFragments writes P first, which latches it. The new version is
-    // in place already: a failure here only leaves unreachable lines.
-    (void)FreeFragments(h, *pno);
-  }
   if (!overwrite) {
     // A hint for the collector and statistics, not needed for recovery: the commit does not
     // write the pointer page for it (a crash may lose the flag; the garbage stays findable).
@@ -964,6 +931,14 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   }
   WriteOutcome out;
   out.code = WriteOutcome::kDone;
+  if (overwrite && (h.flags & kRecFragmented)) {
+    Unlinked u;
+    u.from = *pno;
+    u.page = h.frag_page;
+    u.line = h.frag_line;
+    u.fragments_only = true;
+    out.unlinked_fragments = u;
+  }
   if (!dead_back.empty()) out.dead_body = *old_raw;
   out.old_body = dead_back.empty() ? std::move(*old_raw) : std::move(replaced_raw);
   out.old_was_own = own;

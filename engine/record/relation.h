@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -110,6 +111,10 @@ struct WriteOutcome {
   bool old_was_own = false;  // kDone: the replaced version was our own (overwritten in place)
   std::string dead_body;     // kDone over a rolled-back version: its raw body (now gone; the
                              // caller drops index entries only it had)
+  // kDone over a fragmented version: its fragments, unreachable now, to be freed by
+  // FreeUnlinked once the primary page is on disk (the caller decides when: freeing them at
+  // once would force that page out before its transaction commits).
+  std::optional<Unlinked> unlinked_fragments;
 };
 
 class Relation {
@@ -293,9 +298,6 @@ class Relation {
   // Raw body of a version given the raw body of the next newer version (for deltas).
   absl::StatusOr<std::string> RawBody(const RecordHeader& h, std::string_view rec,
                                       const std::string& newer_raw);
-  // Deletes the fragments of a version that `unlinked_from` (a primary page, changed, marked and
-  // no longer latched by the caller) stopped pointing at; that page must reach disk first.
-  absl::Status FreeFragments(const RecordHeader& h, page::PageNo unlinked_from);
   // A copy of line `line` of page `p`: from the latched page `P` (number `pno`) when p == pno,
   // else through ReadLine (a back version on a secondary page).
   absl::StatusOr<std::string> LineAt(const cache::PageRef& P, page::PageNo pno, page::PageNo p,

@@ -278,7 +278,7 @@ absl::Status Relation::FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t ma
   }
   std::sort(from.begin(), from.end());
   from.erase(std::unique(from.begin(), from.end()), from.end());
-  if (absl::Status s = cache_->FlushPages(from); !s.ok()) return s;  // all can be retried
+  if (absl::Status s = cache_->FlushPagesEarly(from); !s.ok()) return s;  // all can be retried
   std::vector<uint64_t> blobs;
   for (size_t i = 0; i < unlinked->size(); ++i) {
     const Unlinked& u = (*unlinked)[i];

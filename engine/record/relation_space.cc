@@ -9,7 +9,7 @@
 // goes there, so a flag lost in a crash or left stale costs room, never correctness.
 //
 // Careful write is unaffected: a line is deleted (and its room can be reused) only once what
-// pointed at it is on disk (FreeUnlinked, FreeFragments); the flags say nothing about that.
+// pointed at it is on disk (FreeUnlinked); the flags say nothing about that.
 #include <algorithm>
 
 #include "engine/page/data_page.h"

@@ -16,6 +16,7 @@ PageCounters ShardedCounters::Total() const {
     t.reads += s.v[2].load(std::memory_order_relaxed);
     t.writes += s.v[3].load(std::memory_order_relaxed);
     t.dw_writes += s.v[4].load(std::memory_order_relaxed);
+    t.cycle_writes += s.v[5].load(std::memory_order_relaxed);
   }
   return t;
 }

@@ -11,23 +11,24 @@
 namespace ember::util {
 
 // dw_writes: pages written into the doublewrite area (torn-page protection copies and their
-// record pages), counted apart from `writes` (pages written home).
+// record pages), counted apart from `writes` (pages written home). cycle_writes: the part of
+// `writes` that careful write forced out early (see ember::Counters).
 struct PageCounters {
-  uint64_t fetches = 0, marks = 0, reads = 0, writes = 0, dw_writes = 0;
+  uint64_t fetches = 0, marks = 0, reads = 0, writes = 0, dw_writes = 0, cycle_writes = 0;
   PageCounters& operator+=(const PageCounters& o) {
     fetches += o.fetches; marks += o.marks; reads += o.reads; writes += o.writes;
-    dw_writes += o.dw_writes;
+    dw_writes += o.dw_writes; cycle_writes += o.cycle_writes;
     return *this;
   }
   friend PageCounters operator-(PageCounters a, const PageCounters& b) {
     a.fetches -= b.fetches; a.marks -= b.marks; a.reads -= b.reads; a.writes -= b.writes;
-    a.dw_writes -= b.dw_writes;
+    a.dw_writes -= b.dw_writes; a.cycle_writes -= b.cycle_writes;
     return a;
   }
 };
 
-enum class Counter { kFetches, kMarks, kReads, kWrites, kDwWrites };
-constexpr int kCounterKinds = 5;
+enum class Counter { kFetches, kMarks, kReads, kWrites, kDwWrites, kCycleWrites };
+constexpr int kCounterKinds = 6;
 
 // Database-wide totals: one shard per thread slot, each on its own cache line.
 class ShardedCounters {
@@ -88,6 +89,7 @@ inline void Count(ShardedCounters& db, Counter c, uint64_t n = 1) {
       case Counter::kReads: p->reads += n; break;
       case Counter::kWrites: p->writes += n; break;
       case Counter::kDwWrites: p->dw_writes += n; break;
+      case Counter::kCycleWrites: p->cycle_writes += n; break;
     }
   };
   bump(s.txn);

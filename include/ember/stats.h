@@ -13,6 +13,10 @@ struct Counters {
   // Pages written into the doublewrite area: copies that protect pages from torn writes, and
   // the record pages that list them (Options::doublewrite). Add to `writes` for the total.
   uint64_t dw_writes = 0;
+  // Pages written before their time because careful write required it: a write-precedence
+  // cycle broken by writing one of its pages at once, or a page written so that what it stopped
+  // pointing at could be freed. Part of `writes`. Commits and cache evictions do not count.
+  uint64_t cycle_writes = 0;
 };
 
 struct DatabaseStats {

@@ -138,5 +138,70 @@ TEST_CASE("repeated updates: rollback after many passes over a working set resto
   db.RequireRows(check.get(), db.vals);
 }
 
+// Page writes before the commit, by the whole database (the cooperative policy: no collector
+// thread writing pages of its own meanwhile) and by the transaction's counters.
+TEST_CASE("repeated updates: a transaction whose pages fit in the cache writes nothing before "
+          "its commit",
+          "[db][update]") {
+  struct Layout {
+    const char* name;
+    int64_t rows;  // the working set is the whole table
+  };
+  const Layout layout = GENERATE(Layout{"rows on one page", 60}, Layout{"across pages", 10000});
+  const bool key_changes = GENERATE(true, false);
+  // 0: no_savepoint; 1: the undo log; 2: a savepoint every 100 updates, released; 3: the same,
+  // rolled back every other time.
+  const int mode = GENERATE(0, 1, 2, 3);
+  INFO(layout.name << ", key changes " << key_changes << ", mode " << mode);
+  Options o = CreateOptions(8192, 2048);
+  o.gc_policy = GcPolicy::kCooperative;
+  Tst db(layout.rows, o);
+  TransactionOptions to;
+  to.no_savepoint = mode == 0;
+  auto txn = VALUE_OR_FAIL(db.db->Begin(to));
+  const Counters before = db.db->stats().pages;
+  std::vector<int64_t> want = db.vals;
+  std::vector<int64_t> at_savepoint;
+  std::vector<int64_t> order(static_cast<size_t>(layout.rows));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::mt19937_64 rng(5);
+  int64_t n = 0;
+  for (int pass = 0; pass < 10; ++pass) {
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t id : order) {
+      if (mode >= 2 && n % 100 == 0) {
+        REQUIRE_OK(txn->Savepoint("sp"));
+        at_savepoint = want;
+      }
+      const size_t i = static_cast<size_t>(id);
+      if (key_changes) want[i] += 1;
+      REQUIRE_OK(txn->Update(db.t, db.rids[i], {id, want[i]}));
+      if (mode >= 2 && n % 100 == 99) {
+        if (mode == 3 && (n / 100) % 2 == 1) {
+          REQUIRE_OK(txn->RollbackToSavepoint("sp"));
+          want = at_savepoint;
+        }
+        REQUIRE_OK(txn->ReleaseSavepoint("sp"));
+      }
+      ++n;
+    }
+  }
+  const Counters now = db.db->stats().pages;
+  struct {
+    uint64_t writes, dw_writes, cycle_writes;
+  } during{now.writes - before.writes, now.dw_writes - before.dw_writes,
+           now.cycle_writes - before.cycle_writes};
+  CHECK(during.writes == 0);
+  CHECK(during.dw_writes == 0);
+  CHECK(during.cycle_writes == 0);
+  CHECK(txn->counters().writes == 0);
+  db.RequireRows(txn.get(), want);
+  REQUIRE_OK(txn->Commit());
+  CHECK(db.db->stats().pages.writes > before.writes);  // the commit wrote them
+  db.RequireValid("after commit");
+  auto check = VALUE_OR_FAIL(db.db->Begin());
+  db.RequireRows(check.get(), want);
+}
+
 }  // namespace
 }  // namespace ember
