@@ -222,6 +222,61 @@ inline absl::Status RunRandomOps(Transaction* txn, const Handles& h, std::mt1993
   return absl::OkStatus();
 }
 
+// A transaction that updates a few existing rows again and again, each update its own
+// statement, in a new order every pass (an application's loop over its working set): values grow
+// and shrink (heads fragment and are overwritten in place), and with the undo log some blocks of
+// updates run under a savepoint that is rolled back. Same contract as RunRandomOps; the view and
+// the effect keep only what was not rolled back.
+inline absl::Status RunRepeatedUpdates(Transaction* txn, const Handles& h, std::mt19937_64& rng,
+                                       int64_t tag, bool savepoints, Model* view, Effect* eff) {
+  eff->tag = tag;
+  eff->ops.clear();
+  if (view->empty()) return absl::OkStatus();
+  std::vector<int64_t> ids;
+  const size_t want = 2 + rng() % 30;
+  for (size_t i = 0; i < want && i < view->size(); ++i) {
+    ids.push_back(std::next(view->begin(), static_cast<long>(rng() % view->size()))->first);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  const int passes = 2 + static_cast<int>(rng() % 5);
+  Model saved_view;
+  size_t saved_ops = 0;
+  int n = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    std::shuffle(ids.begin(), ids.end(), rng);
+    for (int64_t id : ids) {
+      if (savepoints && n % 10 == 0) {
+        if (absl::Status s = txn->Savepoint("block"); !s.ok()) return s;
+        saved_view = *view;
+        saved_ops = eff->ops.size();
+      }
+      RowState& st = (*view)[id];
+      RowState nst = st;
+      nst.tag = tag;
+      if (rng() % 4 != 0) {  // new value; else only the tag changes
+        nst.vtag = tag * 1000 + n;
+        nst.len = RandomLen(rng);
+      }
+      if (absl::Status s = txn->Update(h.table, RecordId{st.rec}, MakeRow(id, nst)); !s.ok()) {
+        return s;
+      }
+      eff->ops.push_back(Op{'U', id, st.rec, nst.vtag, nst.len});
+      st = nst;
+      if (savepoints && n % 10 == 9) {
+        if (rng() % 3 == 0) {
+          if (absl::Status s = txn->RollbackToSavepoint("block"); !s.ok()) return s;
+          *view = saved_view;
+          eff->ops.resize(saved_ops);
+        }
+        if (absl::Status s = txn->ReleaseSavepoint("block"); !s.ok()) return s;
+      }
+      ++n;
+    }
+  }
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------- reading a database back
 
 // (column `col` of each row, record) of a full descending scan of `ix`.

@@ -262,10 +262,12 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
       if (!check(tx.status(), "Begin")) break;
       Model view = committed;
       Effect eff;
-      if (!check(RunRandomOps(tx->get(), h, rng, shape, next_tag++, &next_id, &view, &eff),
-                 "operation")) {
-        break;
-      }
+      // A quarter of the transactions update a few rows again and again (savepoints in half).
+      const uint32_t kind = rng() % 8;
+      const absl::Status ops =
+          kind < 2 ? RunRepeatedUpdates(tx->get(), h, rng, next_tag++, kind == 1, &view, &eff)
+                   : RunRandomOps(tx->get(), h, rng, shape, next_tag++, &next_id, &view, &eff);
+      if (!check(ops, "operation")) break;
       if (rng() % 100 < 20) {
         if (!check((*tx)->Rollback(), "Rollback")) break;
         ++stats->rollbacks;
@@ -284,8 +286,11 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
       in_flight = ValueOr(d.db->Begin(TransactionOptions{}), "Begin");
       Model view = committed;
       Effect eff;
-      if (check(RunRandomOps(in_flight.get(), h, rng, big_shape, next_tag++, &next_id, &view, &eff),
-                "operation")) {
+      const absl::Status ops =
+          rng() % 3 == 0
+              ? RunRepeatedUpdates(in_flight.get(), h, rng, next_tag++, rng() % 2 == 0, &view, &eff)
+              : RunRandomOps(in_flight.get(), h, rng, big_shape, next_tag++, &next_id, &view, &eff);
+      if (check(ops, "operation")) {
         ++stats->in_flight;
       }
     }
