@@ -2,6 +2,7 @@
 #include "engine/cache/page_space.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
 
 namespace ember::cache {
@@ -86,10 +87,12 @@ absl::StatusOr<PageRef> PageSpace::Claim(PageNo p) {
 
 absl::Status PageSpace::Free(PageNo p, uint64_t txn, PageRef* unlinked_from) {
   std::lock_guard<std::mutex> g(mu_);
-  if (p < 2 || p >= page_count_) {
+  const uint32_t k = p / per_pip_;
+  // The header, the PIPs and the doublewrite area are never allocated, so never freed.
+  if (p < page::DoublewriteEnd(cache_->page_size()) || p >= page_count_ ||
+      p == page::PipPageNo(k, cache_->page_size())) {
     return absl::InvalidArgumentError(absl::StrCat("free of page ", p, ": not an allocated page"));
   }
-  const uint32_t k = p / per_pip_;
   absl::StatusOr<PageRef> pip = FetchPip(k, /*create=*/false);
   if (!pip.ok()) return pip.status();
   if (unlinked_from) {

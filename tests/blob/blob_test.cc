@@ -619,7 +619,7 @@ TEST_CASE("blob: rollback and commit give temp space back", "[blob]") {
   RequireCleanValidate(db.get());
 }
 
-TEST_CASE("blob: temporary BLOBs vanish at transaction end; ReleaseBlob frees one early",
+TEST_CASE("blob: temporary BLOBs vanish at transaction end, ReleaseBlob frees one early",
           "[blob]") {
   const int mode = GENERATE(0, 1, 2);
   CAPTURE(mode);

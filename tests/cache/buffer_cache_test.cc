@@ -56,7 +56,7 @@ bool Contains(absl::string_view haystack, absl::string_view needle) {
 
 }  // namespace
 
-TEST_CASE("cache: a resident page comes back with the same bytes; FetchNew gives zeros",
+TEST_CASE("cache: a resident page comes back with the same bytes, FetchNew gives zeros",
           "[cache]") {
   TestDb db(Opts(64));
   BufferCache& c = db.cache();
@@ -873,88 +873,104 @@ TEST_CASE("cache: 4 threads latching random pages through a 32-frame cache", "[c
 
 // ---------------------------------------------------------------- PageSpace
 
-TEST_CASE("page space: Allocate gives distinct zeroed pages; Free and IsFree", "[cache]") {
+// The first page PageSpace hands out: after the header, PIP 0 and the doublewrite area.
+constexpr PageNo kFirstFree = page::DoublewriteEnd(kPs);
+constexpr PageNo AlignUp(PageNo p, PageNo a) { return (p + a - 1) / a * a; }
+
+TEST_CASE("page space: Allocate gives distinct zeroed pages, Free and IsFree", "[cache]") {
   TestDb db(Opts(64));
   BufferCache& c = db.cache();
   PageSpace space(&c, 2);
   CHECK(space.page_count() == 2);
+  const PageNo b = kFirstFree;
   std::set<PageNo> got;
   for (int i = 0; i < 50; ++i) {
     PageRef r = VALUE_OR_FAIL(space.Allocate(1));
     CHECK(r.exclusive());
-    CHECK(std::all_of(r.data(), r.data() + kPs, [](uint8_t b) { return b == 0; }));
-    CHECK(r.page_no() >= 2);
+    CHECK(std::all_of(r.data(), r.data() + kPs, [](uint8_t x) { return x == 0; }));
+    CHECK(r.page_no() >= b);
     CHECK(got.insert(r.page_no()).second);
     FillPage(r.data(), kPs, r.page_no(), 1);
     r.Mark(1);
   }
   CHECK(got.size() == 50);
-  CHECK(*got.begin() == 2);
-  CHECK(*got.rbegin() == 51);  // so exactly pages 2..51
-  CHECK(space.page_count() == 52);
+  CHECK(*got.begin() == b);
+  CHECK(*got.rbegin() == b + 49);  // so exactly pages b..b+49
+  CHECK(space.page_count() == b + 50);
   for (PageNo p : got) CHECK(!VALUE_OR_FAIL(space.IsFree(p)));
   CHECK(!VALUE_OR_FAIL(space.IsFree(0)));
   CHECK(!VALUE_OR_FAIL(space.IsFree(1)));
-  CHECK(VALUE_OR_FAIL(space.IsFree(52)));  // beyond page_count
+  CHECK(!VALUE_OR_FAIL(space.IsFree(page::kDoublewriteFirst)));
+  CHECK(!VALUE_OR_FAIL(space.IsFree(b - 1)));
+  CHECK(VALUE_OR_FAIL(space.IsFree(b + 50)));  // beyond page_count
 
-  REQUIRE_OK(space.Free(30, 1));
-  REQUIRE_OK(space.Free(10, 1));
-  CHECK(VALUE_OR_FAIL(space.IsFree(10)));
-  CHECK(VALUE_OR_FAIL(space.IsFree(30)));
-  CHECK(!VALUE_OR_FAIL(space.IsFree(11)));
-  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == 10);  // lowest free first
-  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == 30);
-  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == 52);
-  CHECK(absl::IsInvalidArgument(space.Free(0, 1)));
-  CHECK(absl::IsInvalidArgument(space.Free(1, 1)));
-  CHECK(absl::IsInvalidArgument(space.Free(500, 1)));
+  REQUIRE_OK(space.Free(b + 28, 1));
+  REQUIRE_OK(space.Free(b + 8, 1));
+  CHECK(VALUE_OR_FAIL(space.IsFree(b + 8)));
+  CHECK(VALUE_OR_FAIL(space.IsFree(b + 28)));
+  CHECK(!VALUE_OR_FAIL(space.IsFree(b + 9)));
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == b + 8);  // lowest free first
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == b + 28);
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == b + 50);
+  // Never allocated, so never freed: the header, PIP 0, the doublewrite area, pages past the end.
+  for (PageNo p : {PageNo{0}, PageNo{1}, page::kDoublewriteFirst, b - 1, b + 500}) {
+    INFO("page " << p);
+    CHECK(absl::IsInvalidArgument(space.Free(p, 1)));
+  }
+  CHECK(!VALUE_OR_FAIL(space.IsFree(b - 1)));
 
   // The PIP state survives a flush and a reopen.
-  REQUIRE_OK(space.Free(20, 1));
+  REQUIRE_OK(space.Free(b + 18, 1));
   REQUIRE_OK(c.FlushAll());
   const uint32_t count = space.page_count();
   db.Reopen();
   PageSpace again(&db.cache(), count);
-  CHECK(VALUE_OR_FAIL(again.IsFree(20)));
-  CHECK(!VALUE_OR_FAIL(again.IsFree(21)));
-  CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == 20);
+  CHECK(VALUE_OR_FAIL(again.IsFree(b + 18)));
+  CHECK(!VALUE_OR_FAIL(again.IsFree(b + 19)));
+  CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == b + 18);
   CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == count);
 }
 
-TEST_CASE("page space: AllocateRun gives aligned runs of free pages; single pages fill the "
-          "holes below; the PIP state survives a reopen",
+TEST_CASE("page space: AllocateRun gives aligned runs of free pages, single pages fill the "
+          "holes below, the PIP state survives a reopen",
           "[cache]") {
   TestDb db(Opts(256));
   BufferCache& c = db.cache();
   PageSpace space(&c, 2);
-  for (int i = 0; i < 5; ++i) {  // pages 2..6
+  const PageNo b = kFirstFree;
+  for (int i = 0; i < 5; ++i) {  // pages b..b+4
     PageRef r = VALUE_OR_FAIL(space.Allocate(1));
     r.Mark(1);
   }
   const PageNo run = VALUE_OR_FAIL(space.AllocateRun(1, 16));
-  CHECK(run == 16);  // 0..15 holds used pages: the first free aligned run
-  CHECK(space.page_count() == 32);
+  CHECK(run == AlignUp(b + 5, 16));  // the first free aligned run
+  CHECK(space.page_count() == run + 16);
   for (PageNo p = run; p < run + 16; ++p) {
     CHECK_FALSE(VALUE_OR_FAIL(space.IsFree(p)));
     PageRef r = VALUE_OR_FAIL(space.Claim(p));
     CHECK(r.exclusive());
-    CHECK(std::all_of(r.data(), r.data() + kPs, [](uint8_t b) { return b == 0; }));
+    CHECK(std::all_of(r.data(), r.data() + kPs, [](uint8_t x) { return x == 0; }));
     FillPage(r.data(), kPs, p, 1);
     r.Mark(1);
   }
   // Single pages come from the hole below the run, then past it.
+  std::vector<PageNo> want;
+  for (PageNo p = b + 5; p < run && want.size() < 10; ++p) want.push_back(p);
+  for (PageNo p = run + 16; want.size() < 10; ++p) want.push_back(p);
   std::vector<PageNo> singles;
   for (int i = 0; i < 10; ++i) {
     PageRef r = VALUE_OR_FAIL(space.Allocate(1));
     singles.push_back(r.page_no());
     r.Mark(1);
   }
-  CHECK(singles == std::vector<PageNo>{7, 8, 9, 10, 11, 12, 13, 14, 15, 32});
+  CHECK(singles == want);
+  const PageNo end_of_singles = want.back() + 1;
   // A run skips a group with one page in use, and a freed page does not make a run.
-  CHECK(VALUE_OR_FAIL(space.AllocateRun(1, 32)) == 64);
-  REQUIRE_OK(space.Free(20, 1));
-  CHECK(VALUE_OR_FAIL(space.AllocateRun(1, 8)) == 40);
-  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == 20);
+  CHECK(VALUE_OR_FAIL(space.AllocateRun(1, 32)) == AlignUp(end_of_singles, 32));
+  REQUIRE_OK(space.Free(run + 4, 1));
+  const PageNo run8 = AlignUp(end_of_singles, 8);
+  CHECK(VALUE_OR_FAIL(space.AllocateRun(1, 8)) == run8);
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == run + 4);
   CHECK(absl::IsInvalidArgument(space.AllocateRun(1, 12).status()));
   CHECK(absl::IsInvalidArgument(space.AllocateRun(1, 0).status()));
   // Runs past the first PIP's range come from a new PIP, and stay aligned.
@@ -974,7 +990,8 @@ TEST_CASE("page space: AllocateRun gives aligned runs of free pages; single page
   CHECK_FALSE(VALUE_OR_FAIL(again.IsFree(run + 15)));
   CHECK_FALSE(VALUE_OR_FAIL(again.IsFree(per_pip + 64 + 63)));
   CHECK(VALUE_OR_FAIL(again.IsFree(per_pip + 1)));
-  CHECK(VALUE_OR_FAIL(again.AllocateRun(1, 8)) == 48);  // 48..63 was left between the runs
+  // The group of 8 after run8, below the 32-page run, was left free.
+  CHECK(VALUE_OR_FAIL(again.AllocateRun(1, 8)) == run8 + 8);
 }
 
 TEST_CASE("page space: a page allocated from a PIP goes out no earlier than the PIP, and a page "
@@ -1026,7 +1043,6 @@ TEST_CASE("page space: allocation goes on past the first PIP", "[cache]") {
   constexpr uint32_t kPer = page::PagesPerPip(kPs);
   static_assert(kPer == 32512);
   // PIP 0 covers pages [0, 32512): pages 0 and 1 and the doublewrite area are taken.
-  constexpr PageNo kFirstFree = page::DoublewriteEnd(kPs);
   PageNo expect = kFirstFree;
   for (uint32_t i = 0; i < kPer - kFirstFree; ++i, ++expect) {
     absl::StatusOr<PageRef> r = space.Allocate(1);
@@ -1055,9 +1071,10 @@ TEST_CASE("page space: allocation goes on past the first PIP", "[cache]") {
   REQUIRE_OK(space.Free(kPer + 1, 1));
   CHECK(VALUE_OR_FAIL(space.IsFree(kPer + 1)));
   CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == kPer + 1);
-  REQUIRE_OK(space.Free(100, 1));
-  CHECK(VALUE_OR_FAIL(space.IsFree(100)));
-  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == 100);  // back in PIP 0
+  CHECK(absl::IsInvalidArgument(space.Free(kPer, 1)));  // PIP 1 itself
+  REQUIRE_OK(space.Free(kFirstFree + 100, 1));
+  CHECK(VALUE_OR_FAIL(space.IsFree(kFirstFree + 100)));
+  CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == kFirstFree + 100);  // back in PIP 0
   CHECK(VALUE_OR_FAIL(space.Allocate(1)).page_no() == kPer + 2);
 
   // After a flush and a reopen both PIPs are read back from disk.
@@ -1066,7 +1083,7 @@ TEST_CASE("page space: allocation goes on past the first PIP", "[cache]") {
   CHECK(count == kPer + 3);
   db.Reopen();
   PageSpace again(&db.cache(), count);
-  CHECK(!VALUE_OR_FAIL(again.IsFree(100)));
+  CHECK(!VALUE_OR_FAIL(again.IsFree(kFirstFree + 100)));
   CHECK(!VALUE_OR_FAIL(again.IsFree(kPer + 2)));
   REQUIRE_OK(again.Free(kPer + 1, 1));
   CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == kPer + 1);

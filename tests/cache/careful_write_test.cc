@@ -366,7 +366,7 @@ std::string CheckModel(io::File* file, const std::map<PageNo, Node>& model) {
 
 // ---------------------------------------------------------------- the rules, one at a time
 
-TEST_CASE("careful write: a fresh page shares its prerequisite's batch; the page linking to it "
+TEST_CASE("careful write: a fresh page shares its prerequisite's batch, the page linking to it "
           "follows both after a sync",
           "[cache]") {
   for (bool forced : {false, true}) {

@@ -115,7 +115,7 @@ class Async {
 
 // ------------------------------------------------------------------------- visibility
 
-TEST_CASE("a snapshot does not see changes committed after it began; read committed does",
+TEST_CASE("a snapshot does not see changes committed after it began, read committed does",
           "[txn]") {
   Fixture f;
   auto recs = f.Seed({1, 2, 3});

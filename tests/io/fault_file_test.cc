@@ -90,7 +90,7 @@ TEST_CASE("fault file: nth write fails with EIO and leaves the file alone", "[io
   CHECK(f->writes() == 5);
 }
 
-TEST_CASE("fault file: ENOSPC is ResourceExhausted; sticky fails every later write",
+TEST_CASE("fault file: ENOSPC is ResourceExhausted, sticky fails every later write",
           "[io][fault]") {
   TempDir dir;
   REQUIRE(dir.ok());
@@ -263,7 +263,7 @@ TEST_CASE("fault file: a short write is completed by the file, on either path", 
   CHECK(ReadAll(*f) == want);
 }
 
-TEST_CASE("fault file: nth read fails; sticky fails every later read", "[io][fault]") {
+TEST_CASE("fault file: nth read fails, sticky fails every later read", "[io][fault]") {
   TempDir dir;
   REQUIRE(dir.ok());
   auto f = MakeFaultFile(dir, /*uring=*/false);

@@ -74,7 +74,7 @@ page::TxnState DiskTipState(TestDb& db, PageNo tip, uint64_t txn) {
 
 }  // namespace
 
-TEST_CASE("txn: ids increase; states go active -> commit number or dead", "[txnmgr]") {
+TEST_CASE("txn: ids increase, states go active -> commit number or dead", "[txnmgr]") {
   TxnEnv env;
   TxnManager& tm = *env.tm;
   const PageNo tip = VALUE_OR_FAIL(tm.CreateInitial());

@@ -555,7 +555,7 @@ TEST_CASE("undo log: a million-record statement released and rolled back, chunk 
   for (const UndoAction& a : acts) REQUIRE(a.kind == UndoKind::kRemoveHead);
 }
 
-TEST_CASE("undo log: a statement over the parent's records grows ahead; a small one does not",
+TEST_CASE("undo log: a statement over the parent's records grows ahead, a small one does not",
           "[undo]") {
   Temp temp;
   const bool limited = GENERATE(false, true);
