@@ -1,4 +1,4 @@
-// Tests of when stored BLOBs go (engine/db/transaction_savepoints.cc FreeDroppedBlobs and the
+// Tests of when stored BLOBs go (engine/db/commit_rollback.cc FreeDroppedBlobs and the
 // undo / garbage-collection paths): a transaction that overwrites its own versions, or writes
 // over a rolled-back version, leaves no orphan BLOB behind, whether it commits, rolls back
 // through its undo log or without one; and no BLOB goes while a version or an undo image that
