@@ -102,6 +102,14 @@ constexpr uint64_t kNoOwnerMark = 62;
 // inline body), since record headers are variable length.
 constexpr size_t kHeadSlack = 16;
 
+// Room kept free per record on a primary page for its next back version (a small delta), so an
+// update usually keeps the old version on the same page (Firebird reserves space the same way).
+constexpr uint32_t kReservePerRecord = 16;
+
+// The most hops a walk along a version chain or a fragment chain takes before it reports the
+// chain as looping (damage).
+constexpr int kMaxChain = 1 << 20;
+
 // Outcome of an update or delete attempt.
 struct WriteOutcome {
   enum Code { kDone, kWaitFor, kConflict, kNotFound } code = kDone;

@@ -19,10 +19,6 @@ using cache::LatchMode;
 using cache::PageRef;
 using page::PageNo;
 
-namespace {
-constexpr int kMaxChainWalk = 1 << 20;
-}
-
 absl::Status Relation::Backout(uint64_t rec, uint64_t head_txn, uint64_t mark_txn,
                                std::vector<Unlinked>* unlinked, std::string* removed_raw) {
   absl::StatusOr<PageNo> pno = PageOf(page::RecordDpSequence(rec));
@@ -163,7 +159,7 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
   }
   // The chain, newest first, up to and including the first version every snapshot sees.
   size_t keep = SIZE_MAX;
-  for (int hops = 0; hops < kMaxChainWalk; ++hops) {
+  for (int hops = 0; hops < kMaxChain; ++hops) {
     Version& v = chain.back();
     absl::StatusOr<std::string> raw =
         RawBody(v.h, v.rec, chain.size() > 1 ? chain[chain.size() - 2].raw : std::string());
@@ -319,7 +315,7 @@ absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
     auto it = pending_free_.find(key);
     return it == pending_free_.end() ? key : it->second;
   };
-  for (int hops = 0; hops < kMaxChainWalk; ++hops) {
+  for (int hops = 0; hops < kMaxChain; ++hops) {
     if (!u.fragments_only) {
       const uint64_t at = now();
       p = static_cast<PageNo>(at >> 16);
@@ -382,7 +378,7 @@ absl::Status Relation::GetVersionStats(VersionStats* out) {
       PageNo bp = h.back_page;
       uint16_t bl = h.back_line;
       std::string held;
-      for (int hops = 0; bp != page::kNoPage && hops < kMaxChainWalk; ++hops) {
+      for (int hops = 0; bp != page::kNoPage && hops < kMaxChain; ++hops) {
         std::string_view rec;
         if (bp == p) {  // on the latched page itself: read in place, never latched twice
           std::optional<std::string_view> b = page::DpGet(data, ps_, bl);
