@@ -283,6 +283,28 @@ class Relation {
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreSecondary(
       uint64_t txn, std::string_view rec_bytes, cache::PageRef* primary,
       std::span<const page::PageNo> extra_links = {});
+  // Write's steps (relation_write.cc), in order, passing what they learn along in a
+  // WriteState. A step returning an outcome other than kDone ends the write with it.
+  struct WriteState;
+  // Latches record `rec`'s page exclusively and decodes its head (kNotFound: no such record).
+  absl::StatusOr<WriteOutcome> LatchHead(uint64_t rec, WriteState* w);
+  // Whose head it is decides: `txn`'s own or a rolled-back one (then the version below decides
+  // conflicts) is overwritten in place, a committed one is pushed down as a back version; one
+  // of an active transaction means waiting; a conflict or a delete stub ends the write.
+  absl::StatusOr<WriteOutcome> DecideOverwrite(uint64_t txn, const ReadView& view,
+                                               bool read_committed, bool undo, WriteState* w);
+  // The raw bodies of the head and, over a rolled-back head, of the version below it.
+  absl::Status ReadReplacedBodies(WriteState* w);
+  // Overwriting: the version below the head, if a delta against it, is rewritten whole (in its
+  // line when it fits, else as a copy on a secondary page) and becomes the new head's back
+  // version.
+  absl::Status MakeBackVersionWhole(uint64_t txn, const std::string* raw, WriteState* w);
+  // Pushing down: the committed head is stored as a back version (a delta against `raw` when
+  // smaller), on the record's page when the new head still fits, else on a secondary page.
+  absl::Status PushDownHead(uint64_t txn, const std::string* raw, WriteState* w);
+  // Builds the new head and puts it in the record's line (the page still latched): inline as
+  // far as the page has room, else fragmented, and as a last resort after MakeRoomForHead.
+  absl::Status PlaceNewHead(uint64_t txn, std::span<const page::PageNo> links, WriteState* w);
   // Last resort of Write when the new head `nrec` does not fit on the full primary page P even
   // fragmented: moves back versions stored on P to secondary pages, repointing everything that
   // points at each (lines of P, versions on secondary pages, the new head), until it fits.

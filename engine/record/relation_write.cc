@@ -199,220 +199,287 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
   }
 }
 
+// What Write carries from one step to the next.
+struct Relation::WriteState {
+  // The record: its data page sequence and line, and the page (number `pno`), latched
+  // exclusively by LatchHead until the new head is in place.
+  uint32_t seq = 0;
+  uint16_t line = 0;
+  PageNo pno = page::kNoPage;
+  PageRef P;
+  // The head in place: read only before the page changes (afterwards only its size,
+  // head_size, is used).
+  std::string_view head_rec;
+  size_t head_size = 0;
+  RecordHeader h;
+  bool own = false;        // the head is the writer's own version
+  bool overwrite = false;  // the head is overwritten in place, not pushed down
+  std::string dead_back;   // over a dead version: the version below it
+  std::string old_raw;     // the head's raw body
+  // Over a dead version: the raw body of the version below it (the one readers saw).
+  std::string replaced_raw;
+  // The new head: its header and its stored (possibly compressed) body.
+  RecordHeader nh;
+  std::string stored;
+};
+
+namespace {
+// A step of Write returns kDone for the write to go on; any other code is Write's outcome.
+bool WriteEnds(const absl::StatusOr<WriteOutcome>& step) {
+  return !step.ok() || step->code != WriteOutcome::kDone;
+}
+}  // namespace
+
 absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const ReadView& view,
                                              bool read_committed, const std::string* raw,
                                              std::span<const PageNo> links, bool undo) {
-  const uint32_t seq = page::RecordDpSequence(rec);
-  const uint16_t line = page::RecordLine(rec);
-  absl::StatusOr<PageNo> pno = PageOf(seq);
-  if (!pno.ok()) return WriteOutcome{WriteOutcome::kNotFound};
-  absl::StatusOr<PageRef> pr = cache_->Fetch(*pno, LatchMode::kExclusive);
-  if (!pr.ok()) return pr.status();
-  PageRef& P = *pr;
-  std::optional<std::string_view> cur = page::DpGet(P.data(), ps_, line);
-  if (!cur) return WriteOutcome{WriteOutcome::kNotFound};
-  // The head in place: read only before the page changes below (afterwards only its size,
-  // head_size, is used).
-  const std::string_view head_rec = *cur;
-  const size_t head_size = head_rec.size();
-  RecordHeader h;
-  if (!DecodeHeader(head_rec, &h)) {
-    return absl::DataLossError(absl::StrCat("page ", *pno, " line ", line, ": corrupt record"));
-  }
-  if (h.flags & kRecNotPrimary) return WriteOutcome{WriteOutcome::kNotFound};
-
+  WriteState w;
+  if (absl::StatusOr<WriteOutcome> s = LatchHead(rec, &w); WriteEnds(s)) return s;
   // Whose version is on top decides between overwriting it and pushing it down.
-  bool overwrite;
-  const bool own = h.txn == txn;
-  std::string dead_back;  // over a dead version: the version below it
-  if (own) {
-    if ((h.flags & kRecDeleted) && !undo) return WriteOutcome{WriteOutcome::kNotFound};
-    overwrite = true;
+  if (absl::StatusOr<WriteOutcome> s = DecideOverwrite(txn, view, read_committed, undo, &w);
+      WriteEnds(s)) {
+    return s;
+  }
+  if (absl::Status s = ReadReplacedBodies(&w); !s.ok()) return s;
+
+  w.nh.txn = txn;
+  if (raw) w.nh.encoding = CompressBody(*raw, &w.stored);
+  else w.nh.flags |= kRecDeleted;
+
+  if (w.overwrite) {
+    if (absl::Status s = MakeBackVersionWhole(txn, raw, &w); !s.ok()) return s;
+    // The fragments of the version overwritten are handed to the caller to free once the page
+    // is on disk (unlinked_fragments, below).
   } else {
-    const uint64_t cn = tm_->StateOf(h.txn);
-    if (cn == txn::kCnActive || cn == txn::kCnLimbo) {
-      return WriteOutcome{WriteOutcome::kWaitFor, h.txn};
-    }
-    if (cn == txn::kCnDead) {
-      // A rolled-back version: overwrite it; the version under it decides conflicts.
-      if (h.back_page == page::kNoPage) return WriteOutcome{WriteOutcome::kNotFound};
-      absl::StatusOr<std::string> b = LineAt(P, *pno, h.back_page, h.back_line);
-      if (!b.ok()) return b.status();
-      std::string back = std::move(*b);
-      RecordHeader bh;
-      if (!DecodeHeader(back, &bh)) return absl::DataLossError("corrupt back version");
-      const uint64_t bcn = tm_->StateOf(bh.txn);
-      if (!read_committed && txn::IsCommittedCn(bcn) && bcn > view.snapshot_cn) {
-        return WriteOutcome{WriteOutcome::kConflict, bh.txn};
-      }
-      if (bh.flags & kRecDeleted) return WriteOutcome{WriteOutcome::kNotFound};
-      dead_back = std::move(back);
-      overwrite = true;
-    } else {
-      if (!read_committed && cn > view.snapshot_cn) {
-        return WriteOutcome{WriteOutcome::kConflict, h.txn};
-      }
-      if (h.flags & kRecDeleted) return WriteOutcome{WriteOutcome::kNotFound};
-      overwrite = false;
-    }
+    if (absl::Status s = PushDownHead(txn, raw, &w); !s.ok()) return s;
   }
+  if (absl::Status s = PlaceNewHead(txn, links, &w); !s.ok()) return s;
 
-  absl::StatusOr<std::string> old_raw = RawBody(h, head_rec, std::string());
-  if (!old_raw.ok()) return old_raw.status();
-  // Over a dead version, the version replaced (what readers saw, what an undo puts back) is the
-  // one below it, which may be a delta against the dead one.
-  std::string replaced_raw;
-  if (!dead_back.empty()) {
-    RecordHeader dbh;
-    if (!DecodeHeader(dead_back, &dbh)) return absl::DataLossError("corrupt back version");
-    absl::StatusOr<std::string> r = RawBody(dbh, dead_back, *old_raw);
-    if (!r.ok()) return r.status();
-    replaced_raw = std::move(*r);
-  }
-
-  RecordHeader nh;
-  nh.txn = txn;
-  std::string stored;
-  if (raw) nh.encoding = CompressBody(*raw, &stored);
-  else nh.flags |= kRecDeleted;
-
-  if (overwrite) {
-    // The version below may be a delta against the one we overwrite: make it whole first.
-    if (h.back_page != page::kNoPage) {
-      const bool same = h.back_page == *pno;
-      std::string back;
-      PageRef S;
-      if (same) {
-        back.assign(*page::DpGet(P.data(), ps_, h.back_line));
-      } else {
-        absl::StatusOr<PageRef> s = cache_->Fetch(h.back_page, LatchMode::kExclusive);
-        if (!s.ok()) return s.status();
-        S = std::move(*s);
-        std::optional<std::string_view> b = page::DpGet(S.data(), ps_, h.back_line);
-        if (!b) return absl::DataLossError("broken back pointer");
-        back.assign(*b);
-      }
-      RecordHeader bh;
-      if (!DecodeHeader(back, &bh)) return absl::DataLossError("corrupt back version");
-      nh.back_page = h.back_page;
-      nh.back_line = h.back_line;
-      // A delta stays valid when the bytes it is against do not change (an update that sets
-      // the same values): then the back version need not be rewritten whole.
-      if ((bh.flags & kRecDelta) && !(raw && *raw == *old_raw)) {
-        absl::StatusOr<std::string> braw = RawBody(bh, back, *old_raw);
-        if (!braw.ok()) return braw.status();
-        RecordHeader fh = bh;
-        fh.flags &= ~kRecDelta;
-        std::string fstored;
-        fh.encoding = CompressBody(*braw, &fstored);
-        std::string frec;
-        EncodeHeader(fh, &frec);
-        frec.append(fstored);
-        uint8_t* bp = same ? P.data() : S.data();
-        if (page::DpReplace(bp, ps_, h.back_line, frec)) {
-          (same ? P : S).Mark(txn);
-          if (!same) {
-            // Once P holds the new head, the old copy (a delta against the head it replaces)
-            // would decode wrongly: the whole copy must reach disk first.
-            S.Release();
-            if (absl::Status st = cache_->AddPrecedence(P, h.back_page); !st.ok()) return st;
-          }
-        } else {
-          if (S) S.Release();
-          absl::StatusOr<std::pair<PageNo, uint16_t>> loc = StoreSecondary(txn, frec, &P);
-          if (!loc.ok()) return loc.status();
-          nh.back_page = loc->first;
-          nh.back_line = loc->second;
-        }
-      }
-    }
-    // The fragments of the version overwritten are freed once the new head is in place (below).
-  } else {
-    // Push the committed version down as a back version: a delta against ours if smaller.
-    RecordHeader bh = h;
-    bh.flags |= kRecBackVersion;
-    std::string body(head_rec.substr(h.size()));
-    std::string delta;
-    if (!(h.flags & kRecFragmented) && raw && MakeDelta(*raw, *old_raw, &delta) &&
-        delta.size() < body.size()) {
-      bh.flags |= kRecDelta;
-      bh.encoding = BodyEncoding::kPlain;
-      body = std::move(delta);
-    }
-    std::string brec;
-    brec.reserve(bh.size() + body.size());
-    EncodeHeader(bh, &brec);
-    brec.append(body);
-    const size_t new_head_est =
-        nh.SizeWith(/*has_back=*/true, false) + std::min<size_t>(stored.size(), ps_ / 4);
-    const uint32_t free = page::DpFreeSpace(P.data(), ps_);
-    std::optional<uint16_t> same_line;
-    if (free + head_size >= brec.size() + page::kDpLineSize + new_head_est + kHeadSlack) {
-      same_line = page::DpInsert(P.data(), ps_, brec);
-    }
-    if (same_line) {
-      nh.back_page = *pno;
-      nh.back_line = *same_line;
-    } else {
-      absl::StatusOr<std::pair<PageNo, uint16_t>> loc = StoreSecondary(txn, brec, &P);
-      if (!loc.ok()) return loc.status();
-      nh.back_page = loc->first;
-      nh.back_line = loc->second;
-    }
-  }
-
-  for (PageNo link : links) {
-    if (absl::Status st = cache_->AddPrecedence(P, link); !st.ok()) return st;
-  }
-  // The new head: inline if it fits in the room the page has, else fragmented with a small
-  // inline part.
-  const size_t limit = HeadInlineLimit(P.data(), head_size, nh.size() + stored.size());
-  absl::StatusOr<std::string> nrec = BuildVersion(txn, nh, stored, limit, &P);
-  if (!nrec.ok()) return nrec.status();
-  if (!page::DpReplace(P.data(), ps_, line, *nrec)) {
-    // Retry with the smallest head: the fragmented header alone, which fits wherever the old
-    // head had at least that much room (e.g. over a rolled-back delete stub on a full page).
-    // The fragments of the first attempt become unreachable lines.
-    nrec = BuildVersion(txn, nh, stored, /*inline_limit=*/0, &P);
-    if (!nrec.ok()) return nrec.status();
-    bool placed = page::DpReplace(P.data(), ps_, line, *nrec);
-    // Still no room (a delete stub being overwritten on a page full to the last bytes): move
-    // back versions off this page until the head fits.
-    if (!placed) {
-      absl::StatusOr<bool> p = MakeRoomForHead(P, *pno, line, txn, &nh, &*nrec);
-      if (!p.ok()) return p.status();
-      placed = *p;
-    }
-    if (!placed) {
-      return absl::InternalError(absl::StrCat("page ", *pno, " line ", line,
-                                              ": new version does not fit after space check"));
-    }
-  }
-  page::SetFlags(P.data(), page::GetFlags(P.data()) & ~page::kPpSwept);
-  P.Mark(txn);
-  P.Release();
-  if (!overwrite) {
+  page::SetFlags(w.P.data(), page::GetFlags(w.P.data()) & ~page::kPpSwept);
+  w.P.Mark(txn);
+  w.P.Release();
+  if (!w.overwrite) {
     // A hint for the collector and statistics, not needed for recovery: the commit does not
     // write the pointer page for it (a crash may lose the flag; the garbage stays findable).
-    if (absl::Status s = SetPageFlags(seq, page::kPpHasGarbage, page::kPpSwept, kNoOwnerMark);
+    if (absl::Status s = SetPageFlags(w.seq, page::kPpHasGarbage, page::kPpSwept, kNoOwnerMark);
         !s.ok()) {
       return s;
     }
   }
   WriteOutcome out;
   out.code = WriteOutcome::kDone;
-  if (overwrite && (h.flags & kRecFragmented)) {
+  if (w.overwrite && (w.h.flags & kRecFragmented)) {
     Unlinked u;
-    u.from = *pno;
-    u.page = h.frag_page;
-    u.line = h.frag_line;
+    u.from = w.pno;
+    u.page = w.h.frag_page;
+    u.line = w.h.frag_line;
     u.fragments_only = true;
     out.unlinked_fragments = u;
   }
-  if (!dead_back.empty()) out.dead_body = *old_raw;
-  out.old_body = dead_back.empty() ? std::move(*old_raw) : std::move(replaced_raw);
-  out.old_was_own = own;
+  if (!w.dead_back.empty()) out.dead_body = w.old_raw;
+  out.old_body = w.dead_back.empty() ? std::move(w.old_raw) : std::move(w.replaced_raw);
+  out.old_was_own = w.own;
   return out;
+}
+
+absl::StatusOr<WriteOutcome> Relation::LatchHead(uint64_t rec, WriteState* w) {
+  w->seq = page::RecordDpSequence(rec);
+  w->line = page::RecordLine(rec);
+  absl::StatusOr<PageNo> pno = PageOf(w->seq);
+  if (!pno.ok()) return WriteOutcome{WriteOutcome::kNotFound};
+  w->pno = *pno;
+  absl::StatusOr<PageRef> pr = cache_->Fetch(w->pno, LatchMode::kExclusive);
+  if (!pr.ok()) return pr.status();
+  w->P = std::move(*pr);
+  std::optional<std::string_view> cur = page::DpGet(w->P.data(), ps_, w->line);
+  if (!cur) return WriteOutcome{WriteOutcome::kNotFound};
+  w->head_rec = *cur;
+  w->head_size = w->head_rec.size();
+  if (!DecodeHeader(w->head_rec, &w->h)) {
+    return absl::DataLossError(
+        absl::StrCat("page ", w->pno, " line ", w->line, ": corrupt record"));
+  }
+  if (w->h.flags & kRecNotPrimary) return WriteOutcome{WriteOutcome::kNotFound};
+  return WriteOutcome{};
+}
+
+absl::StatusOr<WriteOutcome> Relation::DecideOverwrite(uint64_t txn, const ReadView& view,
+                                                       bool read_committed, bool undo,
+                                                       WriteState* w) {
+  const RecordHeader& h = w->h;
+  w->own = h.txn == txn;
+  if (w->own) {
+    if ((h.flags & kRecDeleted) && !undo) return WriteOutcome{WriteOutcome::kNotFound};
+    w->overwrite = true;
+    return WriteOutcome{};
+  }
+  const uint64_t cn = tm_->StateOf(h.txn);
+  if (cn == txn::kCnActive || cn == txn::kCnLimbo) {
+    return WriteOutcome{WriteOutcome::kWaitFor, h.txn};
+  }
+  if (cn == txn::kCnDead) {
+    // A rolled-back version: overwrite it; the version under it decides conflicts.
+    if (h.back_page == page::kNoPage) return WriteOutcome{WriteOutcome::kNotFound};
+    absl::StatusOr<std::string> b = LineAt(w->P, w->pno, h.back_page, h.back_line);
+    if (!b.ok()) return b.status();
+    std::string back = std::move(*b);
+    RecordHeader bh;
+    if (!DecodeHeader(back, &bh)) return absl::DataLossError("corrupt back version");
+    const uint64_t bcn = tm_->StateOf(bh.txn);
+    if (!read_committed && txn::IsCommittedCn(bcn) && bcn > view.snapshot_cn) {
+      return WriteOutcome{WriteOutcome::kConflict, bh.txn};
+    }
+    if (bh.flags & kRecDeleted) return WriteOutcome{WriteOutcome::kNotFound};
+    w->dead_back = std::move(back);
+    w->overwrite = true;
+    return WriteOutcome{};
+  }
+  if (!read_committed && cn > view.snapshot_cn) {
+    return WriteOutcome{WriteOutcome::kConflict, h.txn};
+  }
+  if (h.flags & kRecDeleted) return WriteOutcome{WriteOutcome::kNotFound};
+  w->overwrite = false;
+  return WriteOutcome{};
+}
+
+absl::Status Relation::ReadReplacedBodies(WriteState* w) {
+  absl::StatusOr<std::string> old_raw = RawBody(w->h, w->head_rec, std::string());
+  if (!old_raw.ok()) return old_raw.status();
+  w->old_raw = std::move(*old_raw);
+  // Over a dead version, the version replaced (what readers saw, what an undo puts back) is the
+  // one below it, which may be a delta against the dead one.
+  if (!w->dead_back.empty()) {
+    RecordHeader dbh;
+    if (!DecodeHeader(w->dead_back, &dbh)) return absl::DataLossError("corrupt back version");
+    absl::StatusOr<std::string> r = RawBody(dbh, w->dead_back, w->old_raw);
+    if (!r.ok()) return r.status();
+    w->replaced_raw = std::move(*r);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Relation::MakeBackVersionWhole(uint64_t txn, const std::string* raw, WriteState* w) {
+  const RecordHeader& h = w->h;
+  if (h.back_page == page::kNoPage) return absl::OkStatus();
+  PageRef& P = w->P;
+  RecordHeader& nh = w->nh;
+  const bool same = h.back_page == w->pno;
+  std::string back;
+  PageRef S;
+  if (same) {
+    back.assign(*page::DpGet(P.data(), ps_, h.back_line));
+  } else {
+    absl::StatusOr<PageRef> s = cache_->Fetch(h.back_page, LatchMode::kExclusive);
+    if (!s.ok()) return s.status();
+    S = std::move(*s);
+    std::optional<std::string_view> b = page::DpGet(S.data(), ps_, h.back_line);
+    if (!b) return absl::DataLossError("broken back pointer");
+    back.assign(*b);
+  }
+  RecordHeader bh;
+  if (!DecodeHeader(back, &bh)) return absl::DataLossError("corrupt back version");
+  nh.back_page = h.back_page;
+  nh.back_line = h.back_line;
+  // A delta stays valid when the bytes it is against do not change (an update that sets
+  // the same values): then the back version need not be rewritten whole.
+  if ((bh.flags & kRecDelta) && !(raw && *raw == w->old_raw)) {
+    absl::StatusOr<std::string> braw = RawBody(bh, back, w->old_raw);
+    if (!braw.ok()) return braw.status();
+    RecordHeader fh = bh;
+    fh.flags &= ~kRecDelta;
+    std::string fstored;
+    fh.encoding = CompressBody(*braw, &fstored);
+    std::string frec;
+    EncodeHeader(fh, &frec);
+    frec.append(fstored);
+    uint8_t* bp = same ? P.data() : S.data();
+    if (page::DpReplace(bp, ps_, h.back_line, frec)) {
+      (same ? P : S).Mark(txn);
+      if (!same) {
+        // Once P holds the new head, the old copy (a delta against the head it replaces)
+        // would decode wrongly: the whole copy must reach disk first.
+        S.Release();
+        if (absl::Status st = cache_->AddPrecedence(P, h.back_page); !st.ok()) return st;
+      }
+    } else {
+      if (S) S.Release();
+      absl::StatusOr<std::pair<PageNo, uint16_t>> loc = StoreSecondary(txn, frec, &P);
+      if (!loc.ok()) return loc.status();
+      nh.back_page = loc->first;
+      nh.back_line = loc->second;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Relation::PushDownHead(uint64_t txn, const std::string* raw, WriteState* w) {
+  const RecordHeader& h = w->h;
+  PageRef& P = w->P;
+  RecordHeader& nh = w->nh;
+  // Push the committed version down as a back version: a delta against ours if smaller.
+  RecordHeader bh = h;
+  bh.flags |= kRecBackVersion;
+  std::string body(w->head_rec.substr(h.size()));
+  std::string delta;
+  if (!(h.flags & kRecFragmented) && raw && MakeDelta(*raw, w->old_raw, &delta) &&
+      delta.size() < body.size()) {
+    bh.flags |= kRecDelta;
+    bh.encoding = BodyEncoding::kPlain;
+    body = std::move(delta);
+  }
+  std::string brec;
+  brec.reserve(bh.size() + body.size());
+  EncodeHeader(bh, &brec);
+  brec.append(body);
+  const size_t new_head_est =
+      nh.SizeWith(/*has_back=*/true, false) + std::min<size_t>(w->stored.size(), ps_ / 4);
+  const uint32_t free = page::DpFreeSpace(P.data(), ps_);
+  std::optional<uint16_t> same_line;
+  if (free + w->head_size >= brec.size() + page::kDpLineSize + new_head_est + kHeadSlack) {
+    same_line = page::DpInsert(P.data(), ps_, brec);
+  }
+  if (same_line) {
+    nh.back_page = w->pno;
+    nh.back_line = *same_line;
+  } else {
+    absl::StatusOr<std::pair<PageNo, uint16_t>> loc = StoreSecondary(txn, brec, &P);
+    if (!loc.ok()) return loc.status();
+    nh.back_page = loc->first;
+    nh.back_line = loc->second;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Relation::PlaceNewHead(uint64_t txn, std::span<const PageNo> links, WriteState* w) {
+  PageRef& P = w->P;
+  RecordHeader& nh = w->nh;
+  for (PageNo link : links) {
+    if (absl::Status st = cache_->AddPrecedence(P, link); !st.ok()) return st;
+  }
+  // The new head: inline if it fits in the room the page has, else fragmented with a small
+  // inline part.
+  const size_t limit = HeadInlineLimit(P.data(), w->head_size, nh.size() + w->stored.size());
+  absl::StatusOr<std::string> nrec = BuildVersion(txn, nh, w->stored, limit, &P);
+  if (!nrec.ok()) return nrec.status();
+  if (page::DpReplace(P.data(), ps_, w->line, *nrec)) return absl::OkStatus();
+  // Retry with the smallest head: the fragmented header alone, which fits wherever the old
+  // head had at least that much room (e.g. over a rolled-back delete stub on a full page).
+  // The fragments of the first attempt become unreachable lines.
+  nrec = BuildVersion(txn, nh, w->stored, /*inline_limit=*/0, &P);
+  if (!nrec.ok()) return nrec.status();
+  bool placed = page::DpReplace(P.data(), ps_, w->line, *nrec);
+  // Still no room (a delete stub being overwritten on a page full to the last bytes): move
+  // back versions off this page until the head fits.
+  if (!placed) {
+    absl::StatusOr<bool> p = MakeRoomForHead(P, w->pno, w->line, txn, &nh, &*nrec);
+    if (!p.ok()) return p.status();
+    placed = *p;
+  }
+  if (!placed) {
+    return absl::InternalError(absl::StrCat("page ", w->pno, " line ", w->line,
+                                            ": new version does not fit after space check"));
+  }
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------- making room on a full page
