@@ -117,7 +117,7 @@ class TransactionImpl : public Transaction {
   // Freeing them at once would force that page out before the commit, on every such change;
   // so they wait until the transaction ends, when its pages are written anyway, or until
   // kMaxDeferredFrees of them wait (then all go in one batch, the pages they need written
-  // first: cycle_writes). BLOB entries are freed at once, as before (FreeUnlinked).
+  // first: cycle_writes). BLOB entries are freed at once (FreeUnlinked).
   static constexpr size_t kMaxDeferredFrees = 4096;
   absl::Status DeferFrees(internal::TableState* t, std::vector<record::Unlinked>* unlinked);
   // Frees the deferred lines, marking the pages they were on for `mark_txn`.

@@ -103,7 +103,7 @@ absl::Status TransactionImpl::RollbackTop() {
   TableState* cur = nullptr;
   // The actions come in two sweeps in record order (removals, then restores), so the data pages
   // they touch ascend within a sweep: read them ahead as a scan does, a run per read. Without
-  // it, undoing a mass update read its pages one miss at a time.
+  // it, undoing a mass update reads its pages one miss at a time.
   uint32_t ahead_until = 0, last_seq = 0;
   for (const txn::UndoAction& a : *acts) {
     const uint32_t seq = page::RecordDpSequence(a.key.rec);

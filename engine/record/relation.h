@@ -384,9 +384,10 @@ class Relation {
   // yet, by the location they were unlinked at ((page << 16) | line), with where each is now.
   // Write, making room on a full page, may move such a line to a secondary page (a chain of
   // garbage versions still points through it); FreeLine must then free the moved copy, not the
-  // line it left, which may hold a new version by then. (It did: chains broken or made cyclic
-  // under concurrent writers, rollbacks and collection.) Noted under the page's latch before
-  // the unlinking operation lets it go; moved under the page's latch; dropped by FreeLine.
+  // line it left, which may hold a new version by then (freeing that one breaks a chain or
+  // makes it cyclic under concurrent writers, rollbacks and collection). Noted under the page's
+  // latch before the unlinking operation lets it go; moved under the page's latch; dropped by
+  // FreeLine.
   void NotePendingFree(page::PageNo page, uint16_t line);
   void MovePendingFree(page::PageNo from_page, uint16_t from_line, page::PageNo to_page,
                        uint16_t to_line);

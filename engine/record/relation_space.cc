@@ -4,7 +4,7 @@
 // is flagged full when a record did not fit on it, and unflagged when garbage collection (or
 // an undo) leaves a quarter of it free again. A back version goes on the current secondary
 // page, else on the first one not flagged full, and only then on a new page, so the room
-// collection frees is used again, in this session and after a restart (the flags are on disk).
+// collection frees is used again, before a restart and after one (the flags are on disk).
 // The flag is only a hint: the page's own free space decides, under its latch, whether a record
 // goes there, so a flag lost in a crash or left stale costs room, never correctness.
 //

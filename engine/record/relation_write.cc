@@ -91,11 +91,11 @@ size_t Relation::HeadInlineLimit(const uint8_t* page, size_t head_size, size_t f
   const size_t free = page::DpFreeSpace(page, ps_);
   size_t room = free + head_size;
   if (full > head_size) {
-    // A head that grows may not take the other records' reserve: a page of small records whose
-    // first updates grew inline into all of its free space left the rest no room to grow even
-    // by a back pointer, and their updates failed ("does not fit after space check"). Its own
-    // bytes it may always keep. The line count bounds the records; they are counted only when
-    // that bound leaves too little.
+    // A head that grows may not take the other records' reserve: else the first updates on a
+    // page of small records can grow inline into all of its free space and leave the rest no
+    // room to grow even by a back pointer, and their updates fail ("does not fit after space
+    // check"). Its own bytes it may always keep. The line count bounds the records; they are
+    // counted only when that bound leaves too little.
     size_t others = page::DpLineCount(page);
     if (free < full - head_size + kHeadSlack + others * kReservePerRecord) {
       others = page::DpLiveLines(page);

@@ -1,7 +1,7 @@
 // A stored BLOB id freed inside a transaction (the row that stored it undone by a savepoint
 // rollback) can be given to the next BLOB the transaction stores. If the transaction had read
 // the first BLOB, the new one must still read as itself, not as the first one (the transaction
-// keeps decoded headers by id). Found by the model test (tests/db/model_test.cc).
+// keeps decoded headers by id). The model test (tests/db/model_test.cc) covers this at random.
 #include <catch2/catch.hpp>
 
 #include <memory>

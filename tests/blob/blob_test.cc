@@ -571,7 +571,7 @@ TEST_CASE("blob: rollback with blob_temp_space 0 frees the pages for reuse", "[b
     REQUIRE(pages1 >= before + (8u << 20) / 4064);
     REQUIRE_OK(t->Rollback());
     RequireCleanValidate(db.get());  // nothing leaked: every page is free again
-    // Again in this session: no growth.
+    // Again before a restart: no growth.
     std::unique_ptr<Transaction> t2 = VALUE_OR_FAIL(db->Begin());
     BuildTemps(t2.get(), A);
     REQUIRE(db->stats().page_count <= pages1);

@@ -509,7 +509,7 @@ TEST_CASE("cache: eviction succeeds when every dirty page depends on one hot pag
       }
       // ... and the new page must follow the hot page's current version.
       absl::StatusOr<PageRef> r = c.FetchNew(p);
-      REQUIRE(r.ok());  // used to fail with ResourceExhausted
+      REQUIRE(r.ok());  // not ResourceExhausted
       FillPage(r->data(), kPs, p, v);
       REQUIRE_OK(c.AddPrecedence(*r, kHot));
       r->Mark(1);
@@ -560,7 +560,8 @@ TEST_CASE("cache: a frame reused while a flush waits between levels is not writt
   TestDb db(Opts(16, /*forced=*/true), /*init_pip=*/false);
   BufferCache& c = db.cache();
   constexpr PageNo kA = 2, kB = 3, kQ = 20, kR = 21;
-  // (Found by this test: the flush used to write whatever page the frame held by then.)
+  // A flush waiting between levels must not write whatever page a frame it chose holds by then:
+  // here the frame is reused for a new page that must follow one not written yet.
   MakePage(c, kA, 1);
   {
     PageRef b = VALUE_OR_FAIL(c.FetchNew(kB));

@@ -481,8 +481,8 @@ TEST_CASE("careful write: a split chain of fresh pages costs a few syncs, not on
 
 TEST_CASE("careful write: an edge to a page written by an eviction but not yet synced is kept",
           "[cache]") {
-  // (Found while adding sync epochs: AddPrecedence used to drop the edge when `first` was
-  // clean, so B could follow A's unsynced eviction write without a sync between.)
+  // AddPrecedence must keep the edge although `first` is clean: A's eviction write is not
+  // synced yet, and B must not follow it to disk without a sync between.
   TestDb db(Opts(16, /*forced=*/true), /*init_pip=*/false);
   BufferCache& c = db.cache();
   constexpr PageNo kA = 2, kB = 3;

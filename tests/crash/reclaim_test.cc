@@ -1,4 +1,4 @@
-// After a crash (issue 14, item 6): Open reports that the last close was not clean
+// After a crash: Open reports that the last close was not clean
 // (DatabaseStats::opened_after_crash) and frees the pages the crash leaked - here the pages of
 // a temporary BLOB kept in the database and an orphan stored BLOB of the transaction that died -
 // without the user's help, unless the walk that finds them finds damage (then it frees nothing

@@ -1,4 +1,4 @@
-// The API's error contract on bad input and damaged files (issue 14): nothing throws, and each
+// The API's error contract on bad input and damaged files: nothing throws, and each
 // failure has the documented status. A catalog record of the wrong types, a header whose
 // transaction counters cannot fit in memory, a cache too large to allocate or past the
 // machine, a directory opened as a database, a BLOB id naming nothing, calls on a closed

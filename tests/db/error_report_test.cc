@@ -1,4 +1,4 @@
-// No error is dropped (issue 14, item 4): the background collector's errors reach the user
+// No error is dropped: the background collector's errors reach the user
 // (DatabaseStats, the next CollectGarbage / Close) and the page it failed on is retried; a
 // version that does not decode is DataLoss naming its page and line wherever it is read (index
 // build, unique check, collection, Validate); Validate(free_unreachable) frees nothing when the

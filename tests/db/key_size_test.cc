@@ -1,4 +1,4 @@
-// The maximum index key (issue 14, item 6): readable through the API, and a key over it is
+// The maximum index key: readable through the API, and a key over it is
 // refused by Insert and Update with InvalidArgument while the transaction stays usable - for a
 // value just over the maximum, one between the maximum and the size at which values go out of
 // line, and one stored out of line.

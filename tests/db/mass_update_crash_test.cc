@@ -1,4 +1,4 @@
-// A crash in the middle of a mass update (issue 3): the transaction's pages partly reached disk
+// A crash in the middle of a mass update: the transaction's pages partly reached disk
 // through evictions (a tiny cache), then the process dies (or the machine loses power: unsynced
 // writes vanish). After reopening, the state committed before the mass update must be intact:
 // Validate() clean, every row and index entry as committed (nothing of the dead transaction

@@ -100,8 +100,8 @@ TEST_CASE("repeated updates: back versions moved off a full page keep every chai
   INFO("no_savepoint " << no_savepoint << " seed " << seed);
   Tst db(1000);
   // A committed history for row 0 first: its chain then runs head -> back version stored on a
-  // secondary page -> the original on the primary page, the shape whose last link a full page
-  // used to move away without repointing the version that named it.
+  // secondary page -> the original on the primary page: a full page that moves that last link
+  // away must repoint the version on the secondary page that names it.
   {
     auto txn = VALUE_OR_FAIL(db.db->Begin());
     for (int i = 1; i <= 10; ++i) REQUIRE_OK(txn->Update(db.t, db.rids[0], {int64_t{0}, i}));

@@ -1,4 +1,4 @@
-// Validate reads every page of every stored BLOB (issue 14, item 6): a damaged BLOB data page
+// Validate reads every page of every stored BLOB: a damaged BLOB data page
 // - listed by the BLOB's header record (level 1) or by one of its list pages (level 2) - is
 // reported by Validate, naming the page, not first found by the next reader.
 #include <catch2/catch.hpp>
