@@ -106,6 +106,7 @@ bool ParseIndexEntry(const IndexState& ix, std::string_view entry, std::string_v
 namespace db {
 
 class GarbageCollector;
+struct ValidateWalk;  // what Validate has found so far (validate.cc)
 
 // Mark id for pages changed by garbage collection (no transaction owns them).
 constexpr uint64_t kGcMarkTxn = record::kNoOwnerMark;
@@ -201,6 +202,19 @@ class DatabaseImpl : public Database {
   absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn);
   // CollectGarbage's work: every table's garbage, now.
   absl::Status CollectAll();
+  // Validate's steps (validate.cc), in order, each adding what it finds to the walk.
+  // The pages every database has: the header, the PIPs and the TIP chain.
+  void ListFixedPages(ValidateWalk* w);
+  // REQUIRES catalog_mu_ held (this and the next). The catalog's and every table's relation
+  // (Relation::Check), the pages of the tables' stored BLOBs, and the orphan BLOBs.
+  absl::Status CheckRelations(ValidateWalk* w);
+  // Every index's B-tree and the form of its entries.
+  absl::Status CheckIndexes(ValidateWalk* w);
+  // Every page reached must be allocated in its PIP; allocated pages reached by nothing are
+  // unreachable.
+  absl::Status CheckPageSpace(ValidateWalk* w);
+  // With options.free_unreachable: frees the unreachable pages and the orphan BLOBs.
+  absl::Status FreeUnreferenced(const ValidateOptions& options, ValidateWalk* w);
   // After an unclean end (at open, before anything else runs): Validate(free_unreachable),
   // which frees nothing when it finds damage; the damage is then a background error.
   void ReclaimAfterCrash();

@@ -16,19 +16,98 @@
 
 namespace ember::db {
 
+struct ValidateWalk {
+  ValidationReport rep;
+  std::vector<page::PageNo> pages{0};  // every page reached, the header first
+  // Orphan BLOBs: headers no version names (their pages count as used until freed), by table.
+  std::vector<std::pair<internal::TableState*, std::vector<uint64_t>>> orphans;
+  // The database as the walk started.
+  uint32_t ps = 0;
+  uint32_t page_count = 0;
+};
+
+namespace {
+
+// A page of a stored BLOB of relation `rel`: read (its checksum verified by the cache), it
+// must be a BLOB page of the kind expected. A list page's entries go to `listed`.
+void CheckBlobPage(cache::BufferCache* cache, uint32_t rel, page::PageNo p, bool list,
+                   std::vector<page::PageNo>* listed, ValidateWalk* w) {
+  ValidationReport& rep = w->rep;
+  const uint32_t ps = w->ps;
+  w->pages.push_back(p);
+  const char* what = list ? "list" : "data";
+  absl::StatusOr<cache::PageRef> r = cache->Fetch(p, cache::LatchMode::kShared);
+  if (!r.ok()) {
+    rep.errors.push_back(absl::StrCat("relation ", rel, ": BLOB ", what, " page ", p, ": ",
+                                      r.status().message()));
+    return;
+  }
+  const uint8_t* d = r->data();
+  const bool is_list = (page::GetFlags(d) & page::kBlobListPage) != 0;
+  const uint32_t cap = list ? page::BlobListCapacity(ps) : page::BlobPageCapacity(ps);
+  // (Not the relation id: the pages of a BLOB written as a temporary one keep relation 0.)
+  if (page::GetType(d) != page::PageType::kBlob || is_list != list ||
+      page::BlobUsed(d) > cap) {
+    rep.errors.push_back(absl::StrCat("relation ", rel, ": page ", p, " is not a BLOB ", what,
+                                      " page (a ", page::PageTypeName(page::GetType(d)),
+                                      " page, ", page::BlobUsed(d), " used)"));
+    return;
+  }
+  if (!listed) return;
+  for (uint32_t i = 0; i < page::BlobUsed(d); ++i) {
+    listed->push_back(util::Get32(page::BlobData(d) + 4 * i));
+  }
+}
+
+// The pages of the stored BLOB whose header record is `body`: every one is reachable through
+// it and checked here, so a damaged BLOB page is found by Validate, not by the next reader.
+void CheckBlobPages(cache::BufferCache* cache, uint32_t rel, std::string_view body,
+                    ValidateWalk* w) {
+  absl::StatusOr<blob::BlobHeader> h = blob::DecodeBlobHeader(body);
+  if (!h.ok()) {
+    w->rep.errors.push_back(absl::StrCat("relation ", rel, ": ", h.status().message()));
+    return;
+  }
+  std::vector<page::PageNo> data_pages;
+  for (page::PageNo p : h->pages) {
+    if (h->level == 2) {
+      CheckBlobPage(cache, rel, p, /*list=*/true, &data_pages, w);
+    } else {
+      data_pages.push_back(p);
+    }
+  }
+  for (page::PageNo p : data_pages) CheckBlobPage(cache, rel, p, /*list=*/false, nullptr, w);
+}
+
+}  // namespace
+
 absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& options) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   // The background collector's rounds unlink lines before they free them: not while we look.
   std::unique_lock<std::mutex> pause;
   if (gc_) pause = gc_->Pause();
-  ValidationReport rep;
-  rep.repaired_pages = repaired_pages_;
-  std::vector<page::PageNo> pages{0};
-  const uint32_t ps = options_.page_size;
-  const uint32_t page_count = space_->page_count();
+  ValidateWalk w;
+  w.rep.repaired_pages = repaired_pages_;
+  w.ps = options_.page_size;
+  w.page_count = space_->page_count();
 
-  for (uint32_t k = 0; page::PipPageNo(k, ps) < page_count; ++k) {
-    pages.push_back(page::PipPageNo(k, ps));
+  ListFixedPages(&w);
+  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  if (absl::Status s = CheckRelations(&w); !s.ok()) return s;
+  if (absl::Status s = CheckIndexes(&w); !s.ok()) return s;
+  if (absl::Status s = CheckPageSpace(&w); !s.ok()) return s;
+  // A damaged page can hide references to pages that then only look unreachable (or to the
+  // BLOBs that look orphaned): with errors, nothing is freed.
+  if (!w.rep.ok()) return std::move(w.rep);
+  if (absl::Status s = FreeUnreferenced(options, &w); !s.ok()) return s;
+  return std::move(w.rep);
+}
+
+void DatabaseImpl::ListFixedPages(ValidateWalk* w) {
+  ValidationReport& rep = w->rep;
+  std::vector<page::PageNo>& pages = w->pages;
+  for (uint32_t k = 0; page::PipPageNo(k, w->ps) < w->page_count; ++k) {
+    pages.push_back(page::PipPageNo(k, w->ps));
   }
   for (page::PageNo p = txns_->first_tip(); p != page::kNoPage;) {
     pages.push_back(p);
@@ -43,70 +122,24 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
     }
     p = page::TipNext(r->data());
   }
+}
 
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+absl::Status DatabaseImpl::CheckRelations(ValidateWalk* w) {
+  ValidationReport& rep = w->rep;
+  std::vector<page::PageNo>& pages = w->pages;
   if (absl::Status s = catalog_->Check(&rep.errors, &pages, [](uint64_t) {}, &rep.records);
       !s.ok()) {
     return s;
   }
-  absl::flat_hash_map<uint32_t, absl::flat_hash_set<uint64_t>> records;  // table id -> records
-  // The pages of every stored BLOB are reachable through its header record. Each is read (its
-  // checksum verified by the cache) and must be a BLOB page of the relation: a damaged BLOB
-  // page is found here, not by the next reader. A list page's entries go to `listed`.
-  auto check_blob_page = [&](uint32_t rel, page::PageNo p, bool list,
-                             std::vector<page::PageNo>* listed) {
-    pages.push_back(p);
-    const char* what = list ? "list" : "data";
-    absl::StatusOr<cache::PageRef> r = cache_->Fetch(p, cache::LatchMode::kShared);
-    if (!r.ok()) {
-      rep.errors.push_back(absl::StrCat("relation ", rel, ": BLOB ", what, " page ", p, ": ",
-                                        r.status().message()));
-      return;
-    }
-    const uint8_t* d = r->data();
-    const bool is_list = (page::GetFlags(d) & page::kBlobListPage) != 0;
-    const uint32_t cap = list ? page::BlobListCapacity(ps) : page::BlobPageCapacity(ps);
-    // (Not the relation id: the pages of a BLOB written as a temporary one keep relation 0.)
-    if (page::GetType(d) != page::PageType::kBlob || is_list != list ||
-        page::BlobUsed(d) > cap) {
-      rep.errors.push_back(absl::StrCat("relation ", rel, ": page ", p, " is not a BLOB ", what,
-                                        " page (a ", page::PageTypeName(page::GetType(d)),
-                                        " page, ", page::BlobUsed(d), " used)"));
-      return;
-    }
-    if (!listed) return;
-    for (uint32_t i = 0; i < page::BlobUsed(d); ++i) {
-      listed->push_back(util::Get32(page::BlobData(d) + 4 * i));
-    }
-  };
-  auto on_blob = [&](uint32_t rel, std::string_view body) {
-    absl::StatusOr<blob::BlobHeader> h = blob::DecodeBlobHeader(body);
-    if (!h.ok()) {
-      rep.errors.push_back(absl::StrCat("relation ", rel, ": ", h.status().message()));
-      return;
-    }
-    std::vector<page::PageNo> data_pages;
-    for (page::PageNo p : h->pages) {
-      if (h->level == 2) {
-        check_blob_page(rel, p, /*list=*/true, &data_pages);
-      } else {
-        data_pages.push_back(p);
-      }
-    }
-    for (page::PageNo p : data_pages) check_blob_page(rel, p, /*list=*/false, nullptr);
-  };
-  // Orphan BLOBs: headers no version names (their pages count as used until freed below).
-  std::vector<std::pair<internal::TableState*, std::vector<uint64_t>>> orphans;  // per table
   for (const auto& t : tables_) {
-    auto& set = records[t->id];
     const size_t ncols = t->schema.columns.size();
     absl::flat_hash_set<uint64_t> named;
     std::vector<std::pair<uint64_t, uint64_t>> headers;  // (BLOB id, writer)
     absl::Status s = t->relation->Check(
-        &rep.errors, &pages, [&](uint64_t rec) { set.insert(rec); }, &rep.records,
+        &rep.errors, &pages, [](uint64_t) {}, &rep.records,
         [&](page::PageNo p, uint16_t line, uint64_t txn, std::string_view body) {
           headers.emplace_back(blob::StoredId(t->id, p, line), txn);
-          on_blob(t->id, body);
+          CheckBlobPages(cache_.get(), t->id, body, w);
         },
         [&](std::string_view raw) {
           Row row;
@@ -124,10 +157,14 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
       rep.orphan_blobs.push_back(id);
       table_orphans.push_back(id);
     }
-    if (!table_orphans.empty()) orphans.emplace_back(t.get(), std::move(table_orphans));
+    if (!table_orphans.empty()) w->orphans.emplace_back(t.get(), std::move(table_orphans));
   }
+  return absl::OkStatus();
+}
+
+absl::Status DatabaseImpl::CheckIndexes(ValidateWalk* w) {
+  ValidationReport& rep = w->rep;
   for (const auto& ix : indexes_) {
-    std::string prev;
     absl::Status s = ix->tree->Check(
         &rep.errors,
         [&](std::string_view key, uint64_t value) {
@@ -151,27 +188,33 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
           // entries, like the entries of dead versions. A committed record always exists: its
           // data page is written by its commit.
         },
-        &pages);
+        &w->pages);
     if (!s.ok()) return s;
   }
+  return absl::OkStatus();
+}
 
-  absl::flat_hash_set<page::PageNo> used(pages.begin(), pages.end());
+absl::Status DatabaseImpl::CheckPageSpace(ValidateWalk* w) {
+  ValidationReport& rep = w->rep;
+  absl::flat_hash_set<page::PageNo> used(w->pages.begin(), w->pages.end());
   rep.pages_checked = used.size();
   for (page::PageNo p : used) {
     absl::StatusOr<bool> free = space_->IsFree(p);
     if (!free.ok()) return free.status();
     if (*free) rep.errors.push_back(absl::StrCat("page ", p, " is in use but free in its PIP"));
   }
-  for (page::PageNo p = page::DoublewriteEnd(ps); p < page_count; ++p) {
+  for (page::PageNo p = page::DoublewriteEnd(w->ps); p < w->page_count; ++p) {
     if (used.contains(p)) continue;
     absl::StatusOr<bool> free = space_->IsFree(p);
     if (!free.ok()) return free.status();
     if (*free) continue;
     rep.unreachable_pages.push_back(p);
   }
-  // A damaged page can hide references to pages that then only look unreachable (or to the
-  // BLOBs that look orphaned): with errors, nothing is freed.
-  if (!rep.ok()) return rep;
+  return absl::OkStatus();
+}
+
+absl::Status DatabaseImpl::FreeUnreferenced(const ValidateOptions& options, ValidateWalk* w) {
+  ValidationReport& rep = w->rep;
   if (options.free_unreachable && !rep.unreachable_pages.empty()) {
     for (page::PageNo p : rep.unreachable_pages) {
       if (absl::Status s = space_->Free(p, 0); !s.ok()) return s;
@@ -179,8 +222,8 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
     }
     if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
   }
-  if (options.free_unreachable && !orphans.empty()) {
-    for (const auto& [t, ids] : orphans) {
+  if (options.free_unreachable && !w->orphans.empty()) {
+    for (const auto& [t, ids] : w->orphans) {
       if (absl::Status s = blob::FreeStoredBlobs(cache_.get(), space_.get(), t->relation.get(),
                                                  ids, 0, &rep.freed_blob_pages);
           !s.ok()) {
@@ -189,7 +232,7 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
     }
     if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
   }
-  return rep;
+  return absl::OkStatus();
 }
 
 }  // namespace ember::db
