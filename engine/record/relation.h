@@ -275,6 +275,23 @@ class Relation {
   absl::Status SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn);
   // Frees one unlinked line or fragment chain (its `from` page is on disk already).
   absl::Status FreeLine(const Unlinked& u, uint64_t mark_txn);
+  // Collect's steps (relation_gc.cc), in order, passing what they learn along in a
+  // CollectState.
+  struct CollectState;
+  // Latches record `rec`'s page exclusively and backs out the dead heads on top of the chain.
+  // Returns whether a committed head is left (then chain[0]); false ends the collection with
+  // `out` as it is (no such record, or an active head left alone).
+  absl::StatusOr<bool> BackOutDeadHeads(uint64_t rec, uint64_t mark_txn,
+                                        std::vector<Unlinked>* unlinked,
+                                        const VersionCheck& check, CollectState* c);
+  // Reads the chain below the head with its raw bodies, to its end, and finds the first version
+  // committed at or before `horizon_cn` (the newest one every snapshot sees: `keep`).
+  absl::Status ReadChainToHorizon(uint64_t horizon_cn, const VersionCheck& check,
+                                  CollectState* c);
+  // Cuts the chain below chain[keep] (`whole`: removes the record, a delete stub every snapshot
+  // sees): the versions on the cut's page go at once, the others are unlinked.
+  absl::Status CutChain(bool whole, uint64_t mark_txn, std::vector<Unlinked>* unlinked,
+                        CollectState* c);
   // Backout with the primary page latched (Collect and Backout share it).
   absl::Status BackoutLatched(cache::PageRef& P, page::PageNo pno, uint16_t line,
                               uint64_t mark_txn, std::vector<Unlinked>* unlinked,

@@ -107,16 +107,12 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
   return absl::OkStatus();
 }
 
-absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, uint64_t mark_txn,
-                                            std::vector<Unlinked>* unlinked,
-                                            const VersionCheck& check) {
-  Collected out;
-  absl::StatusOr<PageNo> pno = PageOf(page::RecordDpSequence(rec));
-  if (!pno.ok()) return out;
-  absl::StatusOr<PageRef> pr = cache_->Fetch(*pno, LatchMode::kExclusive);
-  if (!pr.ok()) return pr.status();
-  PageRef& P = *pr;
-  const uint16_t line = page::RecordLine(rec);
+// What Collect carries from one step to the next.
+struct Relation::CollectState {
+  // The record's line and its page (number `pno`), latched exclusively throughout.
+  PageNo pno = page::kNoPage;
+  uint16_t line = 0;
+  PageRef P;
   struct Version {
     PageNo page;
     uint16_t line;
@@ -125,24 +121,71 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
     std::string raw;
     uint64_t cn;
   };
+  // The chain, newest first, from the committed head up to and including the first version
+  // every snapshot sees (chain[keep]; keep is SIZE_MAX when there is none yet).
   std::vector<Version> chain;
+  size_t keep = SIZE_MAX;
+  Collected out;
+};
+
+absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, uint64_t mark_txn,
+                                            std::vector<Unlinked>* unlinked,
+                                            const VersionCheck& check) {
+  CollectState c;
+  absl::StatusOr<bool> committed = BackOutDeadHeads(rec, mark_txn, unlinked, check, &c);
+  if (!committed.ok()) return committed.status();
+  if (!*committed) return std::move(c.out);
+  if (absl::Status s = ReadChainToHorizon(horizon_cn, check, &c); !s.ok()) return s;
+  Collected& out = c.out;
+  // Nothing (more) to cut: only a backed-out dead head, if anything, went; the whole chain stays.
+  auto keep_all = [&]() {
+    for (const CollectState::Version& v : c.chain) {
+      if (!(v.h.flags & kRecDeleted)) out.staying.push_back(v.raw);
+    }
+    if (out.changed) c.P.Mark(mark_txn);
+    return out;
+  };
+  if (c.keep == SIZE_MAX) {  // nothing every snapshot sees yet
+    out.pending = c.chain.size() > 1;
+    return keep_all();
+  }
+  out.pending = c.keep > 0;
+  const bool whole = c.keep == 0 && (c.chain[0].h.flags & kRecDeleted);
+  if (!whole && c.keep + 1 == c.chain.size()) return keep_all();
+  if (absl::Status s = CutChain(whole, mark_txn, unlinked, &c); !s.ok()) return s;
+  return std::move(out);
+}
+
+absl::StatusOr<bool> Relation::BackOutDeadHeads(uint64_t rec, uint64_t mark_txn,
+                                                std::vector<Unlinked>* unlinked,
+                                                const VersionCheck& check, CollectState* c) {
+  Collected& out = c->out;
+  absl::StatusOr<PageNo> pno = PageOf(page::RecordDpSequence(rec));
+  if (!pno.ok()) return false;
+  c->pno = *pno;
+  absl::StatusOr<PageRef> pr = cache_->Fetch(c->pno, LatchMode::kExclusive);
+  if (!pr.ok()) return pr.status();
+  c->P = std::move(*pr);
+  PageRef& P = c->P;
+  c->line = page::RecordLine(rec);
+  const uint16_t line = c->line;
   for (;;) {
     std::optional<std::string_view> cur = page::DpGet(P.data(), ps_, line);
     RecordHeader h;
-    if (!cur || !DecodeHeader(*cur, &h) || (h.flags & kRecNotPrimary)) return out;
+    if (!cur || !DecodeHeader(*cur, &h) || (h.flags & kRecNotPrimary)) return false;
     const uint64_t cn = tm_->StateOf(h.txn);
     if (cn == txn::kCnDead) {
       const size_t size = cur->size();
       if (check && !(h.flags & kRecDeleted)) {
         absl::StatusOr<std::string> head = RawBody(h, *cur, std::string());
         if (!head.ok()) return head.status();
-        if (absl::Status s = check(*head, *pno, line); !s.ok()) return s;
+        if (absl::Status s = check(*head, c->pno, line); !s.ok()) return s;
       }
       std::string raw;
-      if (absl::Status s = BackoutLatched(P, *pno, line, mark_txn, unlinked, &raw); !s.ok()) {
+      if (absl::Status s = BackoutLatched(P, c->pno, line, mark_txn, unlinked, &raw); !s.ok()) {
         return s;
       }
-      out.backout_page = *pno;
+      out.backout_page = c->pno;
       out.changed = true;
       ++out.versions;
       out.bytes += size;
@@ -152,15 +195,19 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
     if (!txn::IsCommittedCn(cn)) {  // an active (or limbo) head: leave it
       out.pending = h.back_page != page::kNoPage;
       if (out.changed) P.Mark(mark_txn);
-      return out;
+      return false;
     }
-    chain.push_back(Version{*pno, line, h, std::string(*cur), {}, cn});
-    break;
+    c->chain.push_back(CollectState::Version{c->pno, line, h, std::string(*cur), {}, cn});
+    return true;
   }
-  // The chain, newest first, up to and including the first version every snapshot sees.
-  size_t keep = SIZE_MAX;
+}
+
+absl::Status Relation::ReadChainToHorizon(uint64_t horizon_cn, const VersionCheck& check,
+                                          CollectState* c) {
+  std::vector<CollectState::Version>& chain = c->chain;
+  size_t& keep = c->keep;
   for (int hops = 0; hops < kMaxChain; ++hops) {
-    Version& v = chain.back();
+    CollectState::Version& v = chain.back();
     absl::StatusOr<std::string> raw =
         RawBody(v.h, v.rec, chain.size() > 1 ? chain[chain.size() - 2].raw : std::string());
     if (!raw.ok()) return raw.status();
@@ -170,35 +217,29 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
     }
     if (keep == SIZE_MAX && txn::IsCommittedCn(v.cn) && v.cn <= horizon_cn) keep = chain.size() - 1;
     if (v.h.back_page == page::kNoPage) break;
-    Version b{v.h.back_page, v.h.back_line, {}, {}, {}, 0};
-    absl::StatusOr<std::string> r = LineAt(P, *pno, b.page, b.line);
+    CollectState::Version b{v.h.back_page, v.h.back_line, {}, {}, {}, 0};
+    absl::StatusOr<std::string> r = LineAt(c->P, c->pno, b.page, b.line);
     if (!r.ok()) return r.status();
     b.rec = std::move(*r);
     if (!DecodeHeader(b.rec, &b.h)) return absl::DataLossError("corrupt back version");
     b.cn = tm_->StateOf(b.h.txn);
     chain.push_back(std::move(b));
   }
-  // Nothing (more) to cut: only a backed-out dead head, if anything, went; the whole chain stays.
-  auto keep_all = [&]() {
-    for (const Version& v : chain) {
-      if (!(v.h.flags & kRecDeleted)) out.staying.push_back(v.raw);
-    }
-    if (out.changed) P.Mark(mark_txn);
-    return out;
-  };
-  if (keep == SIZE_MAX) {  // nothing every snapshot sees yet
-    out.pending = chain.size() > 1;
-    return keep_all();
-  }
-  out.pending = keep > 0;
-  const bool whole = keep == 0 && (chain[0].h.flags & kRecDeleted);
-  if (!whole && keep + 1 == chain.size()) return keep_all();
+  return absl::OkStatus();
+}
+
+absl::Status Relation::CutChain(bool whole, uint64_t mark_txn, std::vector<Unlinked>* unlinked,
+                                CollectState* c) {
+  const std::vector<CollectState::Version>& chain = c->chain;
+  const size_t keep = c->keep;
+  Collected& out = c->out;
+  PageRef& P = c->P;
   // The page whose change makes the rest unreachable; lines on it go at once, others later.
   PageNo cut_page = chain[keep].page;
   if (whole) {
-    page::DpDelete(P.data(), ps_, line);
+    page::DpDelete(P.data(), ps_, c->line);
     out.record_gone = true;
-    cut_page = *pno;
+    cut_page = c->pno;
   }
   out.cut_page = cut_page;
   if (!whole) {
@@ -208,7 +249,7 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
     std::string nrec;
     EncodeHeader(nh, &nrec);
     nrec.append(chain[keep].rec, chain[keep].h.size());
-    if (cut_page == *pno) {
+    if (cut_page == c->pno) {
       if (!page::DpReplace(P.data(), ps_, chain[keep].line, nrec)) {
         return absl::InternalError("collect: shrinking replace failed");
       }
@@ -222,7 +263,7 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
     }
   }
   for (size_t i = 0; i < chain.size(); ++i) {
-    const Version& v = chain[i];
+    const CollectState::Version& v = chain[i];
     const bool goes = whole || i > keep;
     if (!goes) {
       if (!(v.h.flags & kRecDeleted)) out.staying.push_back(v.raw);
@@ -233,7 +274,7 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
     if (!(v.h.flags & kRecDeleted)) out.going.push_back(v.raw);
     if (v.h.flags & kRecFragmented) unlinked->push_back({cut_page, v.h.frag_page, v.h.frag_line, true});
     if (i == 0) continue;  // the head line itself was deleted above
-    if (v.page == cut_page && cut_page == *pno) {
+    if (v.page == cut_page && cut_page == c->pno) {
       page::DpDelete(P.data(), ps_, v.line);
     } else {
       NotePendingFree(v.page, v.line);
@@ -242,7 +283,7 @@ absl::StatusOr<Collected> Relation::Collect(uint64_t rec, uint64_t horizon_cn, u
   }
   out.changed = true;
   P.Mark(mark_txn);
-  return out;
+  return absl::OkStatus();
 }
 
 void Relation::NotePendingFree(PageNo page, uint16_t line) {
