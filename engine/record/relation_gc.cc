@@ -216,7 +216,7 @@ absl::Status Relation::ReadChainToHorizon(uint64_t horizon_cn, const VersionChec
       if (absl::Status s = check(v.raw, v.page, v.line); !s.ok()) return s;
     }
     if (keep == SIZE_MAX && txn::IsCommittedCn(v.cn) && v.cn <= horizon_cn) keep = chain.size() - 1;
-    if (v.h.back_page == page::kNoPage) break;
+    if (v.h.back_page == page::kNoPage) return absl::OkStatus();
     CollectState::Version b{v.h.back_page, v.h.back_line, {}, {}, {}, 0};
     absl::StatusOr<std::string> r = LineAt(c->P, c->pno, b.page, b.line);
     if (!r.ok()) return r.status();
@@ -225,7 +225,9 @@ absl::Status Relation::ReadChainToHorizon(uint64_t horizon_cn, const VersionChec
     b.cn = tm_->StateOf(b.h.txn);
     chain.push_back(std::move(b));
   }
-  return absl::OkStatus();
+  // Collecting a looping chain would unlink the same lines twice: report it, as readers do.
+  return absl::DataLossError(absl::StrCat("page ", c->pno, " line ", c->line,
+                                          ": version chain loops"));
 }
 
 absl::Status Relation::CutChain(bool whole, uint64_t mark_txn, std::vector<Unlinked>* unlinked,
