@@ -233,11 +233,9 @@ absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
         wrote_ = true;
         NotePage(t, rec, /*insert=*/false);
         if (w->unlinked_fragments) {
-          deferred_frees_.emplace_back(t, *w->unlinked_fragments);
-          if (deferred_frees_.size() >= kMaxDeferredFrees) {
-            // The write is done; a line not freed only stays unreachable.
-            if (absl::Status s = FreeDeferred(id_); !s.ok()) db_->background_errors()->Add(s);
-          }
+          std::vector<record::Unlinked> u{*w->unlinked_fragments};
+          // The write is done; a line not freed only stays unreachable.
+          if (absl::Status s = DeferFrees(t, &u); !s.ok()) db_->background_errors()->Add(s);
         }
         return w;
       case record::WriteOutcome::kNotFound:
