@@ -1,54 +1,5 @@
-// bench/mass_update: the same rows updated several times in ONE transaction, as in the iBase
-// test lab's 2004 mass-UPDATE article (Firebird 1.0 and 1.5, Yaffil, InterBase 7.0 and 7.1).
-// There, with 100K rows, Firebird 1.5 and Yaffil ran updates 3 and 4 in about 2.5 s each, while
-// InterBase 7.0 took 30 times as long, Firebird 1.0 500 times and InterBase 7.1 750 times: the
-// undo log of the statement savepoints did not scale once more than about 10,000 rows were
-// updated more than once in a transaction. EmberDB keeps one undo entry per record per savepoint
-// (bitmaps over record-number chunks plus the before-images), so every update should cost the
-// same as the first.
-//
-//   tools/dev bench mass_update [--rows=10000,100000,1000000] [--page_sizes=4096,8192]
-//                               [--index=1|0|0,1] [--no_savepoint=0|1|0,1] [--cache_pages=2048]
-//                               [--forced_writes=0|1] [--benchmark_format=json ...]
-//
-// The article's setup, which every configuration follows: table TST(ID int64 primary key, VAL
-// int64) with an index on VAL (--index=1), page size 4096, 2048 cache pages, and `update tst set
-// val = val + 0` four times in ONE transaction. Every configuration runs at each page size of
-// --page_sizes: 4096 is the article's, 8192 the one the Firebird 3.0 reference figures were
-// measured at (--page_size, the other benchmarks' flag, is refused here).
-//
-// Per configuration, two series, each on a fresh database filled with --rows rows and committed
-// (not timed), then the four updates (each a RunStatement over a table scan updating every row):
-//   .../series:rollback/update/1..4, .../series:rollback/rollback
-//   .../series:commit/update/1..4,   .../series:commit/commit,
-//   .../series:commit/gc             a new transaction counts the rows; the scan collects the
-//                                    garbage the updates left (cooperative GC), timed
-// Row names: mass_update/page_size:P/rows:N/index:0|1/no_savepoint:0|1/series:S/PHASE.
-// Every row reports seconds (manual time) and the page counters of the phase (fetches, marks,
-// reads, writes); update rows add undo_peak_mb (undo log peak, memory) and undo_records; the gc
-// row adds gc_versions (versions removed). Phases are rows of their own, run in order; a phase
-// whose predecessors did not run (a filter, repetitions) first brings its series to the right
-// point untimed.
-//
-// Checks (a failed one makes the binary exit non-zero): every update changes every row and the
-// gc row counts them all. The rollback is checked twice:
-// - Before any benchmark, untimed, on 2,000 rows for every page size / index / no_savepoint
-//   combination, the same load and update code with `val = val + 1` (a failure here stops the
-//   binary): after four updates and a rollback every row must hold its loaded value, the table
-//   statistics must be as below, and (with the undo log) Validate must count only the loaded
-//   index keys; after four updates and a commit every row must hold its loaded value plus 4.
-//   This is what can tell a rollback from a commit or from a rollback that undid nothing: the
-//   article's `val + 0` leaves every value as it was.
-// - In the timed rollback series (val + 0), from the table statistics, read before any scan
-//   collects garbage: with the undo log the rollback must leave no back version and no dead
-//   version behind; without it (no_savepoint:1) the transaction is marked dead and its version
-//   of every row stays, dead, until garbage collection. A commit in place of the rollback leaves
-//   back versions and no dead ones, so both cases notice it. Then every row must read as
-//   loaded. The row reports back_versions_left and dead_versions_left.
-//
-// At the end, a summary: one line per configuration and series, 1M against 100K rows per
-// update, no_savepoint against the undo log, and the Firebird 3.0 reference at page size 8192.
-#include <chrono>
+// bench/mass_update, series "statements": four mass-update statements over the whole table in
+// one transaction, then its end (see main.cc for the rows, checks and summary).
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -59,21 +10,15 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "bench/util/bench_util.h"
-#include "ember/ember.h"
+#include "bench/mass_update/common.h"
 
-namespace eb = ember::bench;
+namespace mass_update {
 
-eb::Flag FLAGS_rows("rows", "10000,100000,1000000", "table sizes (comma-separated)");
-eb::Flag FLAGS_page_sizes("page_sizes", "4096,8192",
-                          "page sizes, each configuration runs at every one (4096: the 2004 "
-                          "article's; 8192: the Firebird 3.0 reference figures')");
-eb::Flag FLAGS_index("index", "1", "index on VAL: 1, 0 or 0,1");
-eb::Flag FLAGS_no_savepoint("no_savepoint", "0,1", "undo log off: 0, 1 or 0,1");
+eb::Flag FLAGS_rows("rows", "10000,100000,1000000",
+                    "series statements: table sizes (comma-separated)");
+eb::Flag FLAGS_index("index", "1", "series statements: index on VAL: 1, 0 or 0,1");
 
 namespace {
 
@@ -97,57 +42,23 @@ struct Config {
 };
 
 // One series: a database, its table, the open transaction and how far it got.
-struct Series {
-  std::string path;
-  std::unique_ptr<ember::Database> db;
-  ember::Table table;
+struct Series : TestDb {
   std::unique_ptr<ember::Transaction> tx;
   int step = -1;  // -1 nothing; 0 loaded; 1..4 updates done; 5 ended; 6 gc done
 };
 std::map<std::string, Series> g_series;  // by config name + series
-
-// VAL of row `id` as loaded.
-int64_t LoadedVal(int64_t id) { return id * 7 % 1000003; }
+std::vector<Config> g_configs;           // every configuration registered
 
 void Drop(Series* s) {
   s->tx.reset();
-  if (s->db) (void)s->db->Close();
-  s->db.reset();
-  if (!s->path.empty()) eb::RemoveDbFiles(s->path);
-  s->path.clear();
+  DropDb(s);
   s->step = -1;
 }
 
 absl::Status Load(const Config& c, Series* s) {
   Drop(s);
-  s->path = eb::NewDbPath("mass_update");
-  ember::Options o = eb::DefaultOptions();
-  o.create_if_missing = true;
-  o.page_size = static_cast<uint32_t>(c.page_size);
-  o.gc_policy = ember::GcPolicy::kCooperative;  // the gc row measures the reader's collection
-  absl::StatusOr<std::unique_ptr<ember::Database>> db = ember::Database::Open(s->path, o);
-  if (!db.ok()) return db.status();
-  s->db = std::move(*db);
-  ember::TableSchema ts{"TST", {{"ID", ember::ColumnType::kInt64, false},
-                                {"VAL", ember::ColumnType::kInt64, false}}};
-  absl::StatusOr<ember::Table> t = s->db->CreateTable(ts);
-  if (!t.ok()) return t.status();
-  s->table = *t;
-  if (auto ix = s->db->CreateIndex({"TST_PK", "TST", {"ID"}, true}); !ix.ok()) return ix.status();
-  if (c.index) {
-    if (auto ix = s->db->CreateIndex({"TST_VAL", "TST", {"VAL"}, false}); !ix.ok()) {
-      return ix.status();
-    }
-  }
-  absl::StatusOr<std::unique_ptr<ember::Transaction>> tx = s->db->Begin();
-  if (!tx.ok()) return tx.status();
-  for (int64_t i = 1; i <= c.rows; ++i) {
-    if (auto r = (*tx)->Insert(s->table, Row{i, LoadedVal(i)}); !r.ok()) return r.status();
-  }
-  if (absl::Status st = (*tx)->Commit(); !st.ok()) return st;
-  ember::TransactionOptions to;
-  to.no_savepoint = c.no_savepoint;
-  tx = s->db->Begin(to);
+  if (absl::Status st = LoadTable(c.page_size, c.rows, c.index, 0, s); !st.ok()) return st;
+  absl::StatusOr<std::unique_ptr<ember::Transaction>> tx = BeginTx(s, c.no_savepoint);
   if (!tx.ok()) return tx.status();
   s->tx = std::move(*tx);
   s->step = 0;
@@ -193,27 +104,9 @@ absl::StatusOr<int64_t> CountRows(ember::Database* db, const ember::Table& t) {
 // Reads every row in a new transaction: the ids must be exactly 1..rows, each row's VAL its
 // loaded value plus `added`.
 absl::Status CheckRows(ember::Database* db, const ember::Table& t, int64_t rows, int64_t added) {
-  absl::StatusOr<std::unique_ptr<ember::Transaction>> tx = db->Begin();
-  if (!tx.ok()) return tx.status();
-  absl::StatusOr<std::unique_ptr<ember::Cursor>> c = (*tx)->Scan(t);
-  if (!c.ok()) return c.status();
-  int64_t n = 0, id_sum = 0;
-  for (; (*c)->Valid(); ++n) {
-    const int64_t id = std::get<int64_t>((*c)->row()[0]);
-    const int64_t val = std::get<int64_t>((*c)->row()[1]);
-    if (val != LoadedVal(id) + added) {
-      return absl::InternalError(absl::StrCat("row ", id, " has VAL ", val, ", expected ",
-                                              LoadedVal(id) + added));
-    }
-    id_sum += id;
-    if (absl::Status s = (*c)->Next(); !s.ok()) return s;
-  }
-  if (absl::Status s = (*tx)->Commit(); !s.ok()) return s;
-  if (n != rows || id_sum != rows * (rows + 1) / 2) {
-    return absl::InternalError(absl::StrCat("read ", n, " rows (ids summing to ", id_sum,
-                                            "), expected ids 1..", rows));
-  }
-  return absl::OkStatus();
+  return mass_update::CheckRows(db, t, rows, [added](int64_t id) {
+    return LoadedVal(id) + added;
+  });
 }
 
 // After the series' transaction rolled back (see the header comment for what each mode leaves).
@@ -237,22 +130,6 @@ absl::StatusOr<ember::TableStats> CheckRolledBack(const Config& c, Series* s) {
   return ts;
 }
 
-// Validates the whole database after the rollback check's transaction ended: pages, records,
-// and index entries against their records. After an undo (a rollback with the undo log) the
-// indexes must hold just the loaded keys: the undo removes the keys the updates added to the VAL
-// index. Otherwise the updates' keys stay until garbage collection, so only validity is checked.
-absl::Status CheckIndexes(const Config& c, Series* s, bool undone) {
-  absl::StatusOr<ember::ValidationReport> r = s->db->Validate();
-  if (!r.ok()) return r.status();
-  if (!r->ok()) return absl::InternalError(absl::StrCat("Validate: ", r->errors.front()));
-  const uint64_t want = static_cast<uint64_t>(c.rows) * (c.index ? 2 : 1);
-  if (undone && r->index_entries != want) {
-    return absl::InternalError(absl::StrCat("after the undo, Validate counted ", r->index_entries,
-                                            " index entries, expected ", want));
-  }
-  return absl::OkStatus();
-}
-
 // The rollback check with values that change (see the header comment): the same load, update
 // and checks as the timed rows, with val = val + 1.
 absl::Status CheckRollbackCanFail(Config c) {
@@ -272,7 +149,9 @@ absl::Status CheckRollbackCanFail(Config c) {
       st = commit ? s.tx->Commit() : s.tx->Rollback();
       s.tx.reset();
     }
-    if (st.ok()) st = CheckIndexes(c, &s, /*undone=*/!commit && !c.no_savepoint);
+    if (st.ok()) {
+      st = CheckIndexes(s.db.get(), c.rows, c.index, /*undone=*/!commit && !c.no_savepoint);
+    }
     if (st.ok()) {
       st = commit ? CheckRows(s.db.get(), s.table, c.rows, 4) : CheckRolledBack(c, &s).status();
     }
@@ -380,45 +259,9 @@ constexpr const char* kFirebirdSource =
     "ours,\npage size 8192, 2048 cache pages, index on VAL. They came with the project's "
     "mass-update task\n(2026-11); when they were measured was not recorded.";
 
-// Seconds of each row that ran (filled by TimeReporter, read by the summary).
-std::map<std::string, double>* g_times = nullptr;
-
-// Passes every report to the display reporter and keeps each row's time for the summary.
-class TimeReporter : public benchmark::BenchmarkReporter {
- public:
-  explicit TimeReporter(benchmark::BenchmarkReporter* inner) : inner_(inner) {}
-  bool ReportContext(const Context& c) override { return inner_->ReportContext(c); }
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      if (!r.error_occurred && r.run_type == Run::RT_Iteration) {
-        std::string name = r.benchmark_name();
-        name = name.substr(0, name.find("/iterations:"));
-        (*g_times)[name] = r.GetAdjustedRealTime() /
-                                         benchmark::GetTimeUnitMultiplier(r.time_unit);
-      }
-    }
-    inner_->ReportRuns(runs);
-  }
-  void Finalize() override { inner_->Finalize(); }
-
- private:
-  benchmark::BenchmarkReporter* inner_;
-};
-
-double Time(const std::string& name) {
-  auto it = g_times->find(name);
-  return it == g_times->end() ? -1.0 : it->second;
-}
 // Seconds of update k (1..4) of a configuration's series, or -1 when it did not run.
 double UpdateTime(const Config& c, const char* series, int k) {
   return Time(absl::StrCat(c.Name(), "/series:", series, "/update/", k));
-}
-// A cell of a table: the value, or "-" for what did not run.
-std::string Cell(double v) {
-  return v < 0 ? std::string("-") : absl::StrFormat("%.3f", v);
-}
-std::string Ratio(double a, double b) {
-  return a > 0 && b > 0 ? absl::StrFormat("%.2f", a / b) : std::string("-");
 }
 // The configuration's columns of a summary line.
 std::string ConfigCells(const Config& c) {
@@ -428,20 +271,7 @@ std::string ConfigCells(const Config& c) {
 constexpr const char* kConfigHeader = "page_size     rows index no_savepoint";
 
 void PrintSummary(const std::vector<Config>& configs) {
-  if (g_times->empty()) return;  // nothing ran (a filter, or --benchmark_list_tests)
-  std::FILE* out = eb::SummaryStream();
-  std::fprintf(out,
-               "\nSummary. Seconds per `update tst set val = val + 0` over all rows: four such "
-               "statements in one\ntransaction, then its end: rollback, or commit and then gc "
-               "(a new transaction counts the rows,\ncollecting the old versions as it reads). "
-               "4/1 = update/4 / update/1: about 1 means a later update\nof the same rows costs "
-               "no more than the first. In the 2004 article (100K rows, page size 4096),\n"
-               "Firebird 1.5 and Yaffil ran updates 3 and 4 in about 2.5 s each; InterBase 7.0 "
-               "took 30x as long,\nFirebird 1.0 500x and InterBase 7.1 750x. With no_savepoint:1 a "
-               "rollback only marks the transaction\ndead, leaving its versions to garbage "
-               "collection.\n");
-  std::fprintf(out, "%s %-8s %8s %8s %8s %8s %5s %8s %8s %8s\n", kConfigHeader, "series",
-               "update/1", "update/2", "update/3", "update/4", "4/1", "rollback", "commit", "gc");
+  std::string lines;
   for (const Config& c : configs) {
     for (const char* series : {"rollback", "commit"}) {
       double u[4];
@@ -457,9 +287,24 @@ void PrintSummary(const std::vector<Config>& configs) {
           "%s %-8s %8s %8s %8s %8s %5s %8s %8s %8s", ConfigCells(c), series, Cell(u[0]),
           Cell(u[1]), Cell(u[2]), Cell(u[3]), Ratio(u[3], u[0]), rb ? Cell(end) : "",
           rb ? "" : Cell(end), rb ? "" : Cell(gc));
-      std::fprintf(out, "%s\n", std::string(absl::StripTrailingAsciiWhitespace(line)).c_str());
+      absl::StrAppend(&lines, absl::StripTrailingAsciiWhitespace(line), "\n");
     }
   }
+  if (lines.empty()) return;  // nothing of this series ran (a filter, --benchmark_list_tests)
+  std::FILE* out = eb::SummaryStream();
+  std::fprintf(out,
+               "\nSummary. Seconds per `update tst set val = val + 0` over all rows: four such "
+               "statements in one\ntransaction, then its end: rollback, or commit and then gc "
+               "(a new transaction counts the rows,\ncollecting the old versions as it reads). "
+               "4/1 = update/4 / update/1: about 1 means a later update\nof the same rows costs "
+               "no more than the first. In the 2004 article (100K rows, page size 4096),\n"
+               "Firebird 1.5 and Yaffil ran updates 3 and 4 in about 2.5 s each; InterBase 7.0 "
+               "took 30x as long,\nFirebird 1.0 500x and InterBase 7.1 750x. With no_savepoint:1 a "
+               "rollback only marks the transaction\ndead, leaving its versions to garbage "
+               "collection.\n");
+  std::fprintf(out, "%s %-8s %8s %8s %8s %8s %5s %8s %8s %8s\n", kConfigHeader, "series",
+               "update/1", "update/2", "update/3", "update/4", "4/1", "rollback", "commit", "gc");
+  std::fprintf(out, "%s", lines.c_str());
   // Per-update ratios of two configurations (rollback series), when any pair ran.
   auto ratio_table = [&](const std::string& title, auto pair_of) {
     std::string lines;
@@ -531,74 +376,36 @@ void PrintSummary(const std::vector<Config>& configs) {
   }
 }
 
-// A comma-separated list of integers; false (after saying why) for anything else.
-bool ParseList(const eb::Flag& flag, std::vector<int64_t>* out) {
-  for (absl::string_view p : absl::StrSplit(flag.str(), ',', absl::SkipWhitespace())) {
-    int64_t v;
-    if (!absl::SimpleAtoi(p, &v)) {
-      std::fprintf(stderr, "mass_update: bad value '%s' in --%s=%s\n", std::string(p).c_str(),
-                   flag.name(), flag.str().c_str());
-      return false;
-    }
-    out->push_back(v);
-  }
-  return true;
-}
-
 }  // namespace
 
-int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--page_size" || arg.starts_with("--page_size=")) {
-      std::fprintf(stderr, "mass_update: runs every configuration at each of --page_sizes "
-                           "(default 4096,8192); use --page_sizes=N instead of --page_size\n");
-      return 1;
-    }
-  }
-  if (!eb::Init(&argc, argv)) return 1;
-  std::vector<int64_t> page_sizes, rows, index, no_savepoint;
-  if (!ParseList(FLAGS_page_sizes, &page_sizes) || !ParseList(FLAGS_rows, &rows) ||
-      !ParseList(FLAGS_index, &index) || !ParseList(FLAGS_no_savepoint, &no_savepoint)) {
-    return 1;
-  }
-  for (int64_t ps : page_sizes) {
-    if (ps < 4096 || ps > 32768 || (ps & (ps - 1)) != 0) {
-      std::fprintf(stderr, "mass_update: page size %lld: must be a power of two in 4096..32768\n",
-                   static_cast<long long>(ps));
-      return 1;
-    }
-  }
-  benchmark::AddCustomContext(
-      "page_sizes", absl::StrCat(FLAGS_page_sizes.str(),
-                                 " (mass_update: each row's name gives its page size; the "
-                                 "page_size and cache_bytes lines do not apply)"));
-  std::vector<Config> configs;
+bool SetUpStatements(const std::vector<int64_t>& page_sizes,
+                     const std::vector<int64_t>& no_savepoint) {
+  std::vector<int64_t> rows, index;
+  if (!ParseList(FLAGS_rows, &rows) || !ParseList(FLAGS_index, &index)) return false;
   for (int64_t ps : page_sizes) {
     for (int64_t n : rows) {
       for (int64_t ix : index) {
-        for (int64_t nsp : no_savepoint) configs.push_back(Config{ps, n, ix != 0, nsp != 0});
+        for (int64_t nsp : no_savepoint) g_configs.push_back(Config{ps, n, ix != 0, nsp != 0});
       }
     }
   }
   // The rollback check with changing values, once per combination the benchmarks run.
   std::set<std::tuple<int64_t, bool, bool>> checked;
-  for (const Config& c : configs) {
+  for (const Config& c : g_configs) {
     if (!checked.insert({c.page_size, c.index, c.no_savepoint}).second) continue;
     if (absl::Status st = CheckRollbackCanFail(c); !st.ok()) {
       std::fprintf(stderr, "mass_update: FAILED: the rollback check at page_size:%lld/index:%d/"
                            "no_savepoint:%d: %s\n",
                    static_cast<long long>(c.page_size), c.index ? 1 : 0, c.no_savepoint ? 1 : 0,
                    st.ToString().c_str());
-      eb::Finish();
-      return 1;
+      return false;
     }
   }
   std::fprintf(stderr,
                "mass_update: rollback check passed for %zu configurations (%lld rows, val = val "
                "+ 1 four times: a rollback restores every value, a commit changes every one)\n",
                checked.size(), static_cast<long long>(kCheckRows));
-  for (const Config& c : configs) {
+  for (const Config& c : g_configs) {
     for (bool commit_series : {false, true}) {
       std::vector<std::string> phases = {"update/1", "update/2", "update/3", "update/4"};
       if (commit_series) {
@@ -608,21 +415,18 @@ int main(int argc, char** argv) {
         phases.push_back("rollback");
       }
       for (const std::string& p : phases) {
-        const std::string name =
-            absl::StrCat(c.Name(), "/series:", commit_series ? "commit" : "rollback", "/", p);
-        benchmark::RegisterBenchmark(name.c_str(), [c, commit_series, p](benchmark::State& st) {
-          Phase(st, c, commit_series, p);
-        })->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+        AddRow(absl::StrCat(c.Name(), "/series:", commit_series ? "commit" : "rollback", "/", p),
+               [c, commit_series, p](benchmark::State& st) { Phase(st, c, commit_series, p); });
       }
     }
   }
-  std::map<std::string, double> times;
-  g_times = &times;
-  std::unique_ptr<benchmark::BenchmarkReporter> display(benchmark::CreateDefaultDisplayReporter());
-  TimeReporter reporter(display.get());
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  PrintSummary(configs);
-  for (auto& [k, s] : g_series) Drop(&s);
-  eb::Finish();
-  return eb::AnyFailed() ? 1 : 0;
+  return true;
 }
+
+void PrintStatementsSummary() { PrintSummary(g_configs); }
+
+void DropStatements() {
+  for (auto& [k, s] : g_series) Drop(&s);
+}
+
+}  // namespace mass_update

@@ -1,0 +1,162 @@
+// What the series of bench/mass_update share (see common.h).
+#include "bench/mass_update/common.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace mass_update {
+
+using ember::Row;
+
+int64_t LoadedVal(int64_t id) { return id * 7 % 1000003; }
+
+void DropDb(TestDb* d) {
+  if (d->db) (void)d->db->Close();
+  d->db.reset();
+  if (!d->path.empty()) eb::RemoveDbFiles(d->path);
+  d->path.clear();
+  d->ids.clear();
+}
+
+absl::Status LoadTable(int64_t page_size, int64_t rows, bool index, int64_t keep_ids,
+                       TestDb* d) {
+  DropDb(d);
+  d->path = eb::NewDbPath("mass_update");
+  ember::Options o = eb::DefaultOptions();
+  o.create_if_missing = true;
+  o.page_size = static_cast<uint32_t>(page_size);
+  o.gc_policy = ember::GcPolicy::kCooperative;  // the gc row measures the reader's collection
+  absl::StatusOr<std::unique_ptr<ember::Database>> db = ember::Database::Open(d->path, o);
+  if (!db.ok()) return db.status();
+  d->db = std::move(*db);
+  ember::TableSchema ts{"TST", {{"ID", ember::ColumnType::kInt64, false},
+                                {"VAL", ember::ColumnType::kInt64, false}}};
+  absl::StatusOr<ember::Table> t = d->db->CreateTable(ts);
+  if (!t.ok()) return t.status();
+  d->table = *t;
+  if (auto ix = d->db->CreateIndex({"TST_PK", "TST", {"ID"}, true}); !ix.ok()) return ix.status();
+  if (index) {
+    if (auto ix = d->db->CreateIndex({"TST_VAL", "TST", {"VAL"}, false}); !ix.ok()) {
+      return ix.status();
+    }
+  }
+  absl::StatusOr<std::unique_ptr<ember::Transaction>> tx = d->db->Begin();
+  if (!tx.ok()) return tx.status();
+  for (int64_t i = 1; i <= rows; ++i) {
+    absl::StatusOr<ember::RecordId> r = (*tx)->Insert(d->table, Row{i, LoadedVal(i)});
+    if (!r.ok()) return r.status();
+    if (i <= keep_ids) d->ids.push_back(*r);
+  }
+  return (*tx)->Commit();
+}
+
+absl::StatusOr<std::unique_ptr<ember::Transaction>> BeginTx(TestDb* d, bool no_savepoint) {
+  ember::TransactionOptions to;
+  to.no_savepoint = no_savepoint;
+  return d->db->Begin(to);
+}
+
+absl::Status CheckRows(ember::Database* db, const ember::Table& t, int64_t rows,
+                       const std::function<int64_t(int64_t id)>& expected) {
+  absl::StatusOr<std::unique_ptr<ember::Transaction>> tx = db->Begin();
+  if (!tx.ok()) return tx.status();
+  absl::StatusOr<std::unique_ptr<ember::Cursor>> c = (*tx)->Scan(t);
+  if (!c.ok()) return c.status();
+  int64_t n = 0, id_sum = 0;
+  for (; (*c)->Valid(); ++n) {
+    const int64_t id = std::get<int64_t>((*c)->row()[0]);
+    const int64_t val = std::get<int64_t>((*c)->row()[1]);
+    if (val != expected(id)) {
+      return absl::InternalError(absl::StrCat("row ", id, " has VAL ", val, ", expected ",
+                                              expected(id)));
+    }
+    id_sum += id;
+    if (absl::Status s = (*c)->Next(); !s.ok()) return s;
+  }
+  if (absl::Status s = (*tx)->Commit(); !s.ok()) return s;
+  if (n != rows || id_sum != rows * (rows + 1) / 2) {
+    return absl::InternalError(absl::StrCat("read ", n, " rows (ids summing to ", id_sum,
+                                            "), expected ids 1..", rows));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckIndexes(ember::Database* db, int64_t rows, bool index, bool undone) {
+  absl::StatusOr<ember::ValidationReport> r = db->Validate();
+  if (!r.ok()) return r.status();
+  if (!r->ok()) return absl::InternalError(absl::StrCat("Validate: ", r->errors.front()));
+  const uint64_t want = static_cast<uint64_t>(rows) * (index ? 2 : 1);
+  if (undone && r->index_entries != want) {
+    return absl::InternalError(absl::StrCat("after the undo, Validate counted ", r->index_entries,
+                                            " index entries, expected ", want));
+  }
+  return absl::OkStatus();
+}
+
+bool ParseList(const eb::Flag& flag, std::vector<int64_t>* out) {
+  for (absl::string_view p : absl::StrSplit(flag.str(), ',', absl::SkipWhitespace())) {
+    int64_t v;
+    if (!absl::SimpleAtoi(p, &v)) {
+      std::fprintf(stderr, "mass_update: bad value '%s' in --%s=%s\n", std::string(p).c_str(),
+                   flag.name(), flag.str().c_str());
+      return false;
+    }
+    out->push_back(v);
+  }
+  return true;
+}
+
+void AddRow(const std::string& name, std::function<void(benchmark::State&)> fn) {
+  benchmark::RegisterBenchmark(name.c_str(), [fn = std::move(fn)](benchmark::State& st) {
+    fn(st);
+  })->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
+namespace {
+std::map<std::string, RowResult>& Results() {
+  static std::map<std::string, RowResult> results;
+  return results;
+}
+}  // namespace
+
+void ResultReporter::ReportRuns(const std::vector<Run>& runs) {
+  for (const Run& r : runs) {
+    if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
+    std::string name = r.benchmark_name();
+    name = name.substr(0, name.find("/iterations:"));
+    RowResult& out = Results()[name];
+    out.seconds = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);
+    out.counters.clear();
+    for (const auto& [k, c] : r.counters) out.counters[k] = c.value;
+  }
+  inner_->ReportRuns(runs);
+}
+
+bool AnyRowRan() { return !Results().empty(); }
+
+double Time(const std::string& name) {
+  auto it = Results().find(name);
+  return it == Results().end() ? -1.0 : it->second.seconds;
+}
+
+double CounterOf(const std::string& name, const std::string& counter) {
+  auto it = Results().find(name);
+  if (it == Results().end()) return -1.0;
+  auto c = it->second.counters.find(counter);
+  return c == it->second.counters.end() ? -1.0 : c->second;
+}
+
+std::string Cell(double v, int decimals) {
+  return v < 0 ? std::string("-") : absl::StrFormat("%.*f", decimals, v);
+}
+
+std::string Ratio(double a, double b) {
+  return a > 0 && b > 0 ? absl::StrFormat("%.2f", a / b) : std::string("-");
+}
+
+}  // namespace mass_update

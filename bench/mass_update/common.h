@@ -1,0 +1,93 @@
+// What the series of bench/mass_update share (see main.cc for the binary's description): the
+// table TST(ID, VAL) and its load, the reading check, the rows' registration and the results
+// the summaries read.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "bench/util/bench_util.h"
+#include "ember/ember.h"
+
+namespace mass_update {
+
+namespace eb = ember::bench;
+
+// VAL of row `id` as loaded.
+int64_t LoadedVal(int64_t id);
+
+// A database holding the table TST.
+struct TestDb {
+  std::string path;
+  std::unique_ptr<ember::Database> db;
+  ember::Table table;
+  std::vector<ember::RecordId> ids;  // record of row i + 1, for the rows asked for at the load
+};
+// Closes the database (the caller first ends its transactions) and removes its files.
+void DropDb(TestDb* d);
+
+// A fresh database (page size `page_size`, cooperative GC) with TST(ID int64, VAL int64):
+// primary key TST_PK on ID, with `index` also TST_VAL on VAL, and rows 1..rows (VAL
+// LoadedVal(ID)) inserted and committed. Keeps the records of the first `keep_ids` rows.
+absl::Status LoadTable(int64_t page_size, int64_t rows, bool index, int64_t keep_ids, TestDb* d);
+// A transaction on `d`, with or without its undo log.
+absl::StatusOr<std::unique_ptr<ember::Transaction>> BeginTx(TestDb* d, bool no_savepoint);
+
+// Reads every row in a new transaction: the ids must be exactly 1..rows, each row's VAL
+// expected(ID).
+absl::Status CheckRows(ember::Database* db, const ember::Table& t, int64_t rows,
+                       const std::function<int64_t(int64_t id)>& expected);
+// Validates the whole database: pages, records, and index entries against their records. After
+// an undo (a rollback with the undo log) the indexes must hold just the loaded keys (`rows`
+// per index); otherwise the updates' keys stay until garbage collection, so only validity is
+// checked.
+absl::Status CheckIndexes(ember::Database* db, int64_t rows, bool index, bool undone);
+
+// A comma-separated list of integers; false (after saying why) for anything else.
+bool ParseList(const eb::Flag& flag, std::vector<int64_t>* out);
+
+// Registers a row that runs once (one iteration, manual time, in milliseconds).
+void AddRow(const std::string& name, std::function<void(benchmark::State&)> fn);
+
+// What the summaries read of every row that ran without error: its seconds and counters.
+struct RowResult {
+  double seconds = 0;
+  std::map<std::string, double> counters;
+};
+// Passes every report to `inner` and keeps each row's result.
+class ResultReporter : public benchmark::BenchmarkReporter {
+ public:
+  explicit ResultReporter(benchmark::BenchmarkReporter* inner) : inner_(inner) {}
+  bool ReportContext(const Context& c) override { return inner_->ReportContext(c); }
+  void ReportRuns(const std::vector<Run>& runs) override;
+  void Finalize() override { inner_->Finalize(); }
+
+ private:
+  benchmark::BenchmarkReporter* inner_;
+};
+// Whether any row ran (not with a filter that matches none, or --benchmark_list_tests).
+bool AnyRowRan();
+// Seconds of the row `name`, or -1 when it did not run.
+double Time(const std::string& name);
+// Counter `counter` of the row `name`, or -1 when the row did not run or has no such counter.
+double CounterOf(const std::string& name, const std::string& counter);
+
+// A cell of a table: the value with `decimals`, or "-" for what did not run (v < 0).
+std::string Cell(double v, int decimals = 3);
+// a / b with two decimals, or "-" when either did not run.
+std::string Ratio(double a, double b);
+
+// The series (statements.cc: the four mass-update statements). SetUp* checks the series'
+// flags, runs its untimed checks and registers its rows; false (after saying why) means the
+// binary exits non-zero. Print*Summary prints the series' summary for what ran; Drop* removes
+// the series' databases.
+bool SetUpStatements(const std::vector<int64_t>& page_sizes,
+                     const std::vector<int64_t>& no_savepoint);
+void PrintStatementsSummary();
+void DropStatements();
+
+}  // namespace mass_update
