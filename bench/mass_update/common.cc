@@ -16,15 +16,17 @@ using ember::Row;
 int64_t LoadedVal(int64_t id) { return id * 7 % 1000003; }
 
 void DropDb(TestDb* d) {
+  d->tx.reset();
   if (d->db) (void)d->db->Close();
   d->db.reset();
   if (!d->path.empty()) eb::RemoveDbFiles(d->path);
   d->path.clear();
   d->ids.clear();
+  d->step = -1;
 }
 
-absl::Status LoadTable(int64_t page_size, int64_t rows, bool index, int64_t keep_ids,
-                       TestDb* d) {
+absl::Status LoadTable(int64_t page_size, int64_t rows, bool index, bool no_savepoint,
+                       int64_t keep_ids, TestDb* d) {
   DropDb(d);
   d->path = eb::NewDbPath("mass_update");
   ember::Options o = eb::DefaultOptions();
@@ -52,13 +54,14 @@ absl::Status LoadTable(int64_t page_size, int64_t rows, bool index, int64_t keep
     if (!r.ok()) return r.status();
     if (i <= keep_ids) d->ids.push_back(*r);
   }
-  return (*tx)->Commit();
-}
-
-absl::StatusOr<std::unique_ptr<ember::Transaction>> BeginTx(TestDb* d, bool no_savepoint) {
+  if (absl::Status st = (*tx)->Commit(); !st.ok()) return st;
   ember::TransactionOptions to;
   to.no_savepoint = no_savepoint;
-  return d->db->Begin(to);
+  tx = d->db->Begin(to);
+  if (!tx.ok()) return tx.status();
+  d->tx = std::move(*tx);
+  d->step = 0;
+  return absl::OkStatus();
 }
 
 absl::Status CheckRows(ember::Database* db, const ember::Table& t, int64_t rows,

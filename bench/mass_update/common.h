@@ -20,22 +20,26 @@ namespace eb = ember::bench;
 // VAL of row `id` as loaded.
 int64_t LoadedVal(int64_t id);
 
-// A database holding the table TST.
+// One series of rows: a database holding the table TST, the series' transaction and how far
+// the series got.
 struct TestDb {
   std::string path;
   std::unique_ptr<ember::Database> db;
   ember::Table table;
   std::vector<ember::RecordId> ids;  // record of row i + 1, for the rows asked for at the load
+  std::unique_ptr<ember::Transaction> tx;
+  int step = -1;  // -1: nothing; 0: loaded; then as the series counts its phases
 };
-// Closes the database (the caller first ends its transactions) and removes its files.
+// Ends the transaction (rolled back if still active), closes the database and removes its
+// files; step -1.
 void DropDb(TestDb* d);
 
 // A fresh database (page size `page_size`, cooperative GC) with TST(ID int64, VAL int64):
 // primary key TST_PK on ID, with `index` also TST_VAL on VAL, and rows 1..rows (VAL
-// LoadedVal(ID)) inserted and committed. Keeps the records of the first `keep_ids` rows.
-absl::Status LoadTable(int64_t page_size, int64_t rows, bool index, int64_t keep_ids, TestDb* d);
-// A transaction on `d`, with or without its undo log.
-absl::StatusOr<std::unique_ptr<ember::Transaction>> BeginTx(TestDb* d, bool no_savepoint);
+// LoadedVal(ID)) inserted and committed; then the series' transaction begins (without its undo
+// log with `no_savepoint`); step 0. Keeps the records of the first `keep_ids` rows.
+absl::Status LoadTable(int64_t page_size, int64_t rows, bool index, bool no_savepoint,
+                       int64_t keep_ids, TestDb* d);
 
 // Reads every row in a new transaction: the ids must be exactly 1..rows, each row's VAL
 // expected(ID).

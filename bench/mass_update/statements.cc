@@ -41,28 +41,13 @@ struct Config {
   }
 };
 
-// One series: a database, its table, the open transaction and how far it got.
-struct Series : TestDb {
-  std::unique_ptr<ember::Transaction> tx;
-  int step = -1;  // -1 nothing; 0 loaded; 1..4 updates done; 5 ended; 6 gc done
-};
+// One series; step: -1 nothing; 0 loaded; 1..4 updates done; 5 ended; 6 gc done.
+using Series = TestDb;
 std::map<std::string, Series> g_series;  // by config name + series
 std::vector<Config> g_configs;           // every configuration registered
 
-void Drop(Series* s) {
-  s->tx.reset();
-  DropDb(s);
-  s->step = -1;
-}
-
 absl::Status Load(const Config& c, Series* s) {
-  Drop(s);
-  if (absl::Status st = LoadTable(c.page_size, c.rows, c.index, 0, s); !st.ok()) return st;
-  absl::StatusOr<std::unique_ptr<ember::Transaction>> tx = BeginTx(s, c.no_savepoint);
-  if (!tx.ok()) return tx.status();
-  s->tx = std::move(*tx);
-  s->step = 0;
-  return absl::OkStatus();
+  return LoadTable(c.page_size, c.rows, c.index, c.no_savepoint, 0, s);
 }
 
 // `update tst set val = val + delta` as one statement; returns the rows updated. The timed rows
@@ -155,7 +140,7 @@ absl::Status CheckRollbackCanFail(Config c) {
     if (st.ok()) {
       st = commit ? CheckRows(s.db.get(), s.table, c.rows, 4) : CheckRolledBack(c, &s).status();
     }
-    Drop(&s);
+    DropDb(&s);
     if (!st.ok()) {
       return absl::InternalError(absl::StrCat(commit ? "commit" : "rollback", " of ", c.rows,
                                               " rows updated 4 times by +1: ", st.message()));
@@ -426,7 +411,7 @@ bool SetUpStatements(const std::vector<int64_t>& page_sizes,
 void PrintStatementsSummary() { PrintSummary(g_configs); }
 
 void DropStatements() {
-  for (auto& [k, s] : g_series) Drop(&s);
+  for (auto& [k, s] : g_series) DropDb(&s);
 }
 
 }  // namespace mass_update
