@@ -85,13 +85,17 @@ std::string Cell(double v, int decimals = 3);
 // a / b with two decimals, or "-" when either did not run.
 std::string Ratio(double a, double b);
 
-// The series (statements.cc: the four mass-update statements). SetUp* checks the series'
-// flags, runs its untimed checks and registers its rows; false (after saying why) means the
-// binary exits non-zero. Print*Summary prints the series' summary for what ran; Drop* removes
-// the series' databases.
+// The series (statements.cc: the four mass-update statements; working_set.cc: rows updated
+// in many small statements). SetUp* checks the series' flags, runs its untimed checks and
+// registers its rows; false (after saying why) means the binary exits non-zero. Print*Summary
+// prints the series' summary for what ran; Drop* removes the series' databases.
 bool SetUpStatements(const std::vector<int64_t>& page_sizes,
                      const std::vector<int64_t>& no_savepoint);
 void PrintStatementsSummary();
 void DropStatements();
+bool SetUpWorkingSet(const std::vector<int64_t>& page_sizes,
+                     const std::vector<int64_t>& no_savepoint);
+void PrintWorkingSetSummary();
+void DropWorkingSet();
 
 }  // namespace mass_update
