@@ -242,6 +242,20 @@ double EndMs(const WsConfig& c, Pattern p, bool commit) {
   const double t = Time(EndRow(c, p, commit));
   return t < 0 ? t : t * 1e3;
 }
+// The page work of the ends of statements and mass, for a line on target (c).
+std::string EndWork(const WsConfig& c, bool commit) {
+  double v[2][3];  // [statements, mass][written, cycle_writes, fetches]
+  for (int i = 0; i < 2; ++i) {
+    const std::string row = EndRow(c, i == 0 ? Pattern::kStatements : Pattern::kMass, commit);
+    v[i][0] = CounterOf(row, "writes") + CounterOf(row, "dw_writes");
+    v[i][1] = CounterOf(row, "cycle_writes");
+    v[i][2] = CounterOf(row, "fetches");
+  }
+  const bool same = v[0][0] <= v[1][0] && v[0][2] <= v[1][2] * 1.1;
+  return absl::StrFormat("pages written %.0f against %.0f (cycle_writes %.0f against %.0f), "
+                         "fetched %.0f against %.0f%s", v[0][0], v[1][0], v[0][1], v[1][1],
+                         v[0][2], v[1][2], same ? ": no more page work, timing noise?" : "");
+}
 std::string ConfigCells(const WsConfig& c) {
   return absl::StrFormat("%9d %11d %12d", c.page_size, c.n, c.no_savepoint ? 1 : 0);
 }
@@ -336,8 +350,9 @@ void PrintWorkingSetSummary() {
     for (int k = 1; k <= 2; ++k) {
       if (ratios[k] > kAboutOne && ms[k][0] - ms[k][1] > kNoiseMs) {
         absl::StrAppendFormat(&missed, "  (c) %s: the %s of statements took %.2fx that of "
-                              "mass (%.2f ms against %.2f)\n", c.Group(),
-                              k == 1 ? "commit" : "rollback", ratios[k], ms[k][0], ms[k][1]);
+                              "mass (%.2f ms against %.2f); %s\n", c.Group(),
+                              k == 1 ? "commit" : "rollback", ratios[k], ms[k][0], ms[k][1],
+                              EndWork(c, k == 1));
       }
     }
   }
