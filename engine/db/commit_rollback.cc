@@ -141,6 +141,7 @@ absl::Status TransactionImpl::Rollback() {
     // Undo everything; then nothing of ours is left, and the transaction can count as
     // committed (empty), so it does not stay "interesting" (OIT) until a sweep.
     absl::Status s;
+    ending_ = true;
     while (s.ok() && undo_->depth() > 0) s = RollbackTop();
     undo_.reset();
     if (s.ok()) {
@@ -157,7 +158,9 @@ absl::Status TransactionImpl::Rollback() {
   cleanup.Update(FreeDroppedBlobs());  // our dead versions still head their chains
   absl::Status s = db_->txns_->MarkDead(id_);
   HandPagesToCollector(0, /*dead=*/true);  // dead versions are garbage at once
-  cleanup.Update(FreeDeferred(kGcMarkTxn));
+  // The pages that stopped naming the deferred lines were not written (no commit): freeing
+  // the lines here would force them out. The collection of our dead versions frees them.
+  FreeDeferredLater();
   if (undo_error.ok()) return result(s);
   // The rollback's outcome holds (a dead transaction's versions are invisible) but the caller
   // must hear why the undo failed: it is an I/O error or damage the database has.

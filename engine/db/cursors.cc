@@ -61,6 +61,8 @@ absl::Status TableCursor::Fill() {
         db->gc()->Notify({{table_->id, seq}}, 0);
       } else if (absl::Status s = db->CollectRecords(table_, garbage, &unlinked_); !s.ok()) {
         return s;
+      } else {
+        table_->relation->TakeLater(&unlinked_);
       }
     }
     if (unlinked_.size() >= 4096 || (!unlinked_.empty() &&

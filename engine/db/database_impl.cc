@@ -395,6 +395,12 @@ absl::Status DatabaseImpl::Close() {
   // visible, and their versions are garbage. (A commit in doubt stays active: MarkDead refuses
   // it, and the next Open settles it.) Their objects only see "closed" from now on.
   for (uint64_t id : txns_->ActiveIds()) (void)txns_->MarkDead(id);
+  // Lines left to a collection that did not come; FlushAll writes what freeing them dirties.
+  for (const auto& t : tables_) {
+    std::vector<record::Unlinked> later;
+    t->relation->TakeLater(&later);
+    if (!later.empty()) bg_errors_.Add(t->relation->FreeUnlinked(&later, kGcMarkTxn));
+  }
   absl::Status s = cache_->FlushAll();
   if (s.ok()) s = WriteHeader(/*clean=*/true);
   if (s.ok()) s = cache_->RetireDoublewrite();

@@ -95,6 +95,7 @@ absl::Status GarbageCollector::RunOnce() {
   std::vector<record::Unlinked> unlinked;
   TableState* cur = nullptr;
   auto flush = [&]() {
+    if (cur) cur->relation->TakeLater(&unlinked);  // its pages are written by this flush anyway
     if (cur && !unlinked.empty()) {
       if (absl::Status s = cur->relation->FreeUnlinked(&unlinked, kGcMarkTxn); !s.ok()) {
         failed(s);
@@ -324,6 +325,7 @@ absl::Status DatabaseImpl::CollectAll() {
                                                    s.message()));
       }
     }
+    t->relation->TakeLater(&unlinked);
     if (absl::Status s = free_unlinked(); !s.ok()) return s;
   }
   return absl::OkStatus();

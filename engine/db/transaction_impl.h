@@ -117,11 +117,14 @@ class TransactionImpl : public Transaction {
   // Freeing them at once would force that page out before the commit, on every such change;
   // so they wait until the transaction ends, when its pages are written anyway, or until
   // kMaxDeferredFrees of them wait (then all go in one batch, the pages they need written
-  // first: cycle_writes). BLOB entries are freed at once (FreeUnlinked).
+  // first: cycle_writes), except while the whole transaction is being rolled back, which
+  // writes its pages at its end anyway. BLOB entries are freed at once (FreeUnlinked).
   static constexpr size_t kMaxDeferredFrees = 4096;
   absl::Status DeferFrees(internal::TableState* t, std::vector<record::Unlinked>* unlinked);
   // Frees the deferred lines, marking the pages they were on for `mark_txn`.
   absl::Status FreeDeferred(uint64_t mark_txn);
+  // Leaves the deferred lines to the next collection of their tables (Relation::FreeLater).
+  void FreeDeferredLater();
   // Marks the transaction doomed after a failure it cannot undo.
   absl::Status Doom(const absl::Status& cause);
   void NotePage(internal::TableState* t, uint64_t rec, bool insert);
@@ -169,6 +172,7 @@ class TransactionImpl : public Transaction {
   uint64_t snapshot_;
   enum class State { kActive, kCommitted, kRolledBack, kFailed } state_ = State::kActive;
   bool wrote_ = false;
+  bool ending_ = false;  // Rollback is undoing everything (see kMaxDeferredFrees)
   int stmt_depth_ = 0;
   uint64_t changes_ = 0;              // successful record changes (to tell if a statement did any)
   std::unique_ptr<txn::UndoLog> undo_;  // null with no_savepoint

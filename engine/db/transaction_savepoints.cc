@@ -2,6 +2,7 @@
 // transaction_impl.h and engine/txn/undo_log.h); the end of a transaction is in
 // commit_rollback.cc.
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "engine/db/transaction_impl.h"
@@ -144,7 +145,7 @@ absl::Status TransactionImpl::DeferFrees(TableState* t, std::vector<record::Unli
   unlinked->clear();
   absl::Status s;
   if (!blobs.empty()) s = t->relation->FreeUnlinked(&blobs, id_);
-  if (deferred_frees_.size() >= kMaxDeferredFrees) s.Update(FreeDeferred(id_));
+  if (deferred_frees_.size() >= kMaxDeferredFrees && !ending_) s.Update(FreeDeferred(id_));
   return s;
 }
 
@@ -164,6 +165,13 @@ absl::Status TransactionImpl::FreeDeferred(uint64_t mark_txn) {
     result.Update(all[i].first->relation->FreeUnlinked(&group, mark_txn));
   }
   return result;
+}
+
+void TransactionImpl::FreeDeferredLater() {
+  std::map<TableState*, std::vector<record::Unlinked>> by_table;
+  for (const auto& [t, u] : deferred_frees_) by_table[t].push_back(u);
+  deferred_frees_.clear();
+  for (auto& [t, lines] : by_table) t->relation->FreeLater(&lines);
 }
 
 absl::Status TransactionImpl::RunStatement(const std::function<absl::Status()>& body) {

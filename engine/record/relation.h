@@ -181,6 +181,12 @@ class Relation {
   // Writes the pages the lines were unlinked from, then frees the lines (and their fragments).
   // On an error, `*unlinked` keeps what is still to free and can be passed again (a retry).
   absl::Status FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn);
+  // Lines to free whose referring pages are dirty and that nothing needs freed soon (a
+  // rolled-back transaction's): freeing them now would force those pages out. They wait here
+  // until a collection frees a batch of this table (TakeLater), whose flush writes them then.
+  void FreeLater(std::vector<Unlinked>* unlinked);
+  // Appends the lines FreeLater holds to `*unlinked` (a collection's batch).
+  void TakeLater(std::vector<Unlinked>* unlinked);
   // Walks every data page counting versions (for Database::TableStats).
   absl::Status GetVersionStats(VersionStats* out);
   // After versions or records of `rec`'s page were removed: the page may take inserts again.
@@ -408,6 +414,8 @@ class Relation {
   void NotePendingFree(page::PageNo page, uint16_t line);
   void MovePendingFree(page::PageNo from_page, uint16_t from_line, page::PageNo to_page,
                        uint16_t to_line);
+  std::mutex later_mu_;
+  std::vector<Unlinked> later_;  // guarded by later_mu_: see FreeLater
   mutable std::mutex pending_mu_;
   absl::flat_hash_map<uint64_t, uint64_t> pending_free_;  // guarded by pending_mu_: key -> now
   absl::flat_hash_map<uint64_t, uint64_t> pending_at_;    // guarded by pending_mu_: now -> key

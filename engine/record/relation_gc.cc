@@ -308,6 +308,18 @@ void Relation::MovePendingFree(PageNo from_page, uint16_t from_line, PageNo to_p
   pending_free_[key] = to;
 }
 
+void Relation::FreeLater(std::vector<Unlinked>* unlinked) {
+  std::lock_guard<std::mutex> g(later_mu_);
+  later_.insert(later_.end(), unlinked->begin(), unlinked->end());
+  unlinked->clear();
+}
+
+void Relation::TakeLater(std::vector<Unlinked>* unlinked) {
+  std::lock_guard<std::mutex> g(later_mu_);
+  unlinked->insert(unlinked->end(), later_.begin(), later_.end());
+  later_.clear();
+}
+
 absl::Status Relation::FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn) {
   if (unlinked->empty()) return absl::OkStatus();
   std::vector<PageNo> from;
