@@ -100,7 +100,7 @@ absl::Status TransactionImpl::Commit() {
   cleanup.Update(FreeDroppedBlobs());
   absl::Status s = wrote_ ? db_->txns_->Commit(id_) : db_->txns_->CommitNoWrites(id_);
   state_ = s.ok() ? State::kCommitted : State::kFailed;
-  undo_.reset();
+  db_->ReturnUndoLog(std::move(undo_));
   if (!s.ok()) {
     if (cleanup.ok()) return s;
     return absl::Status(s.code(), absl::StrCat(s.message(), " (its cleanup before the commit ",
@@ -135,7 +135,10 @@ absl::Status TransactionImpl::Rollback() {
                                      "failed (pages it could not free stay allocated): ",
                                      cleanup.message()));
   };
-  if (!wrote_) return result(db_->txns_->CommitNoWrites(id_, false));  // nothing to undo
+  if (!wrote_) {  // nothing to undo
+    db_->ReturnUndoLog(std::move(undo_));
+    return result(db_->txns_->CommitNoWrites(id_, false));
+  }
   absl::Status undo_error;
   if (undo_ && !failed) {
     // Undo everything; then nothing of ours is left, and the transaction can count as
@@ -143,7 +146,7 @@ absl::Status TransactionImpl::Rollback() {
     absl::Status s;
     ending_ = true;
     while (s.ok() && undo_->depth() > 0) s = RollbackTop();
-    undo_.reset();
+    db_->ReturnUndoLog(std::move(undo_));
     if (s.ok()) {
       cleanup.Update(FreeDroppedBlobs());  // as in Commit
       s = db_->txns_->Commit(id_, /*counted=*/false);
@@ -154,7 +157,7 @@ absl::Status TransactionImpl::Rollback() {
     }
     undo_error = std::move(s);
   }
-  undo_.reset();
+  db_->ReturnUndoLog(std::move(undo_));
   cleanup.Update(FreeDroppedBlobs());  // our dead versions still head their chains
   absl::Status s = db_->txns_->MarkDead(id_);
   HandPagesToCollector(0, /*dead=*/true);  // dead versions are garbage at once

@@ -411,6 +411,24 @@ absl::Status DatabaseImpl::Close() {
   return s;
 }
 
+std::unique_ptr<txn::UndoLog> DatabaseImpl::TakeUndoLog() {
+  {
+    std::lock_guard<std::mutex> g(undo_pool_mu_);
+    if (!undo_pool_.empty()) {
+      std::unique_ptr<txn::UndoLog> log = std::move(undo_pool_.back());
+      undo_pool_.pop_back();
+      return log;
+    }
+  }
+  return std::make_unique<txn::UndoLog>(temp_.get(), options_.undo_memory_limit);
+}
+
+void DatabaseImpl::ReturnUndoLog(std::unique_ptr<txn::UndoLog> log) {
+  if (log == nullptr || log->Reset() > kUndoPoolKeep) return;  // a huge one gives its memory back
+  std::lock_guard<std::mutex> g(undo_pool_mu_);
+  if (undo_pool_.size() < kUndoPoolLogs) undo_pool_.push_back(std::move(log));
+}
+
 void DatabaseImpl::ReclaimAfterCrash() {
   ember::ValidateOptions vo;
   vo.free_unreachable = true;

@@ -25,6 +25,7 @@
 #include "engine/page/header_page.h"
 #include "engine/record/relation.h"
 #include "engine/txn/txn_manager.h"
+#include "engine/txn/undo_log.h"
 
 namespace ember {
 namespace internal {
@@ -145,6 +146,15 @@ class DatabaseImpl : public Database {
   txn::TxnManager* txns() { return txns_.get(); }
   io::File* file() { return file_.get(); }
   io::TempSpace* temp_space() { return temp_.get(); }
+  // An empty undo log for a new transaction: one an ended transaction gave back, with its
+  // memory (image vectors, chunk maps, arena) still mapped and faulted in, so that a
+  // transaction's statements cost the same whatever the allocator, the kernel's huge pages and
+  // earlier transactions left behind; else a new one. ReturnUndoLog keeps a few of them, each
+  // up to kUndoPoolKeep bytes.
+  std::unique_ptr<txn::UndoLog> TakeUndoLog();
+  void ReturnUndoLog(std::unique_ptr<txn::UndoLog> log);
+  static constexpr size_t kUndoPoolLogs = 2;
+  static constexpr uint64_t kUndoPoolKeep = uint64_t{128} << 20;
   // The relation with this id (catalog included), or nullptr.
   record::Relation* RelationById(uint32_t id);
   internal::TableState* TableById(uint32_t id);
@@ -227,6 +237,9 @@ class DatabaseImpl : public Database {
   std::unique_ptr<txn::TxnManager> txns_;
   std::unique_ptr<record::Relation> catalog_;  // relation 0
   std::unique_ptr<io::TempSpace> temp_;
+  // Undo logs of ended transactions with the memory they grew (see TakeUndoLog).
+  std::mutex undo_pool_mu_;
+  std::vector<std::unique_ptr<txn::UndoLog>> undo_pool_;  // guarded by undo_pool_mu_
 
   std::mutex header_mu_;
   page::HeaderFields header_;  // guarded by header_mu_

@@ -150,7 +150,7 @@ TransactionImpl::TransactionImpl(DatabaseImpl* db, const TransactionOptions& opt
                                  uint64_t snapshot)
     : db_(db), opts_(options), id_(id), snapshot_(snapshot) {
   if (!opts_.no_savepoint && !db_->options().no_savepoint) {
-    undo_ = std::make_unique<txn::UndoLog>(db_->temp_space(), db_->options().undo_memory_limit);
+    undo_ = db_->TakeUndoLog();
     undo_->Push(std::string());  // the transaction-level savepoint
   }
 }

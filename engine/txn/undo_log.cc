@@ -14,6 +14,21 @@ UndoLog::UndoLog(io::TempSpace* temp, uint64_t memory_limit)
 
 UndoLog::~UndoLog() { ArenaTruncate(0); }
 
+uint64_t UndoLog::Reset() {
+  while (!levels_.empty()) {
+    Level l = std::move(levels_.back());
+    levels_.pop_back();
+    Recycle(std::move(l));
+  }
+  ArenaTruncate(0);
+  lost_ = absl::OkStatus();
+  const uint64_t held = stats().memory_bytes;
+  peak_arena_ = 0;
+  peak_memory_ = held;
+  peak_spilled_ = 0;
+  return held;
+}
+
 UndoLog::Chunk* UndoLog::Level::Find(const RecKey& k) {
   const ChunkKey ck = KeyOf(k);
   if (ck == last_key) return last;

@@ -77,6 +77,10 @@ class UndoLog {
   UndoLog(const UndoLog&) = delete;
   UndoLog& operator=(const UndoLog&) = delete;
 
+  // Empties the log for another transaction (no levels, no temp space, peaks from now), keeping
+  // the memory it holds. Returns the bytes kept.
+  uint64_t Reset();
+
   size_t depth() const { return levels_.size(); }
   // Pushes a savepoint; `name` empty for statement and transaction-level savepoints.
   void Push(std::string name);
@@ -128,7 +132,9 @@ class UndoLog {
   static_assert(sizeof(Image) == 24);
   struct Level {
     std::string name;
-    absl::flat_hash_map<ChunkKey, Chunk> chunks;
+    absl::flat_hash_map<ChunkKey, Chunk, absl::Hash<ChunkKey>, std::equal_to<ChunkKey>,
+                        util::LargeAllocator<std::pair<const ChunkKey, Chunk>>>
+        chunks;
     // In the order taken; see the file comment for stale ones. Large: huge-page memory.
     std::vector<Image, util::LargeAllocator<Image>> images;
     uint64_t records = 0;       // entries (bits set in `has`)

@@ -66,10 +66,12 @@ struct TableStats {
   uint64_t pages_with_garbage = 0;  // flagged as possibly holding garbage
 };
 
-// A transaction's undo log (Transaction::undo_stats).
+// A transaction's undo log (Transaction::undo_stats). The database hands an ended
+// transaction's log, with the memory it grew, to a later transaction (up to 128 MB each, two
+// logs), so memory_bytes may start above zero.
 struct UndoLogStats {
   uint64_t records = 0;             // entries over all savepoints now
-  uint64_t memory_bytes = 0;        // hash slots and before-images in memory now
+  uint64_t memory_bytes = 0;        // hash and image slots and arena bytes the log holds now
   uint64_t peak_memory_bytes = 0;
   uint64_t spilled_bytes = 0;       // before-images in temp space now
   uint64_t peak_spilled_bytes = 0;

@@ -905,5 +905,46 @@ TEST_CASE("savepoint: a rollback whose undo meets a damaged page reports it, mar
   REQUIRE_OK(r->Commit());
 }
 
+TEST_CASE("savepoint: a transaction given an ended one's undo log sees nothing of it",
+          "[savepoint]") {
+  // The database hands the undo log of an ended transaction (its memory) to the next one.
+  Fixture f;
+  Model m = f.Seed(40);
+  const bool commit_first = GENERATE(true, false);
+  INFO((commit_first ? "first commits" : "first rolls back") << " with savepoints open");
+  {
+    auto first = f.Begin();
+    Model mine = m;
+    REQUIRE_OK(first->Savepoint("a"));
+    for (int64_t id = 1; id <= 40; ++id) f.Upd(first.get(), mine, id, id, 100 + id, "first");
+    REQUIRE_OK(first->Savepoint("b"));
+    f.Ins(first.get(), mine, 500, 5, "first's row");
+    if (commit_first) {
+      REQUIRE_OK(first->Commit());
+      m = mine;
+    } else {
+      REQUIRE_OK(first->Rollback());
+    }
+  }
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    auto txn = f.Begin();
+    CHECK(txn->undo_stats().records == 0);
+    CHECK(txn->undo_stats().spilled_bytes == 0);
+    CHECK(IsError(txn->RollbackToSavepoint("a"), absl::StatusCode::kNotFound));
+    CHECK(IsError(txn->ReleaseSavepoint("b"), absl::StatusCode::kNotFound));
+    Model mine = m;
+    REQUIRE_OK(txn->Savepoint("a"));
+    for (int64_t id = 1; id <= 40; id += 2) f.Upd(txn.get(), mine, id, id, id % 7, "r");
+    REQUIRE_OK(txn->RollbackToSavepoint("a"));
+    f.Verify(txn.get(), m, "rolled back to a");
+    for (int64_t id = 2; id <= 40; id += 2) f.Upd(txn.get(), mine, id, id, id % 5, "s");
+    REQUIRE_OK(txn->Rollback());
+    auto r = f.Begin();
+    f.Verify(r.get(), m, "after the rollback");
+    REQUIRE_OK(r->Commit());
+  }
+}
+
 }  // namespace
 }  // namespace ember

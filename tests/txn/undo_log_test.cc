@@ -588,3 +588,47 @@ TEST_CASE("undo log: a statement over the parent's records grows ahead, a small 
   REQUIRE(acts.size() == kRecords);
   for (const UndoAction& a : acts) REQUIRE(a.before == img + std::to_string(a.key.rec));
 }
+
+TEST_CASE("undo log: Reset empties a log mid-transaction for another one, keeping its memory",
+          "[undo]") {
+  Temp temp;
+  UndoLog log(temp.ts.get(), 64 << 10);
+  std::mt19937_64 rng(3);
+  // A transaction left with two levels open, a named savepoint, images spilled to temp space.
+  log.Push("");
+  log.Push("sp");
+  for (uint64_t r = 0; r < 300; ++r) {
+    Rec(log, RecKey{1, r}, UndoKind::kRestoreOwn, Image(rng, 1000), true);
+  }
+  REQUIRE(log.stats().spilled_bytes > 0);
+  const uint64_t kept = log.Reset();
+  CHECK(kept > 0);
+  CHECK(log.depth() == 0);
+  CHECK(log.Find("sp") == -1);
+  ember::txn::UndoStats st = log.stats();
+  CHECK(st.records == 0);
+  CHECK(st.spilled_bytes == 0);
+  CHECK(st.peak_spilled_bytes == 0);
+  CHECK(st.memory_bytes == kept);
+  CHECK(temp.ts->stats().bytes_allocated == 0);
+  // The next transaction sees none of it: the same records are new to it, and its rollback
+  // gives back exactly its own images.
+  log.Push("");
+  std::map<std::pair<uint32_t, uint64_t>, std::string> want;
+  for (uint64_t r = 0; r < 300; r += 2) {
+    std::string img = Image(rng, 1 + rng() % 2000);
+    Rec(log, RecKey{1, r}, UndoKind::kRestoreOwn, img, true);
+    want[{1, r}] = img;
+  }
+  Rec(log, RecKey{1, 1}, UndoKind::kRemoveHead, {}, true);
+  UndoActions acts = Pop(log);
+  REQUIRE(acts.size() == want.size() + 1);
+  for (const UndoAction& a : acts) {
+    INFO("record " << a.key.rec);
+    if (a.key.rec == 1) {
+      REQUIRE(a.kind == UndoKind::kRemoveHead);
+    } else {
+      REQUIRE(a.before == want.at({a.key.table, a.key.rec}));
+    }
+  }
+}
