@@ -682,4 +682,64 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
   return true;
 }
 
+BtreePageBuilder::BtreePageBuilder(uint32_t page_size) : page_size_(page_size), buf_(page_size) {}
+
+void BtreePageBuilder::Reset(uint32_t relation_id, uint16_t index_id, uint8_t level) {
+  relation_id_ = relation_id;
+  index_id_ = index_id;
+  level_ = level;
+  end_ = kBtreeHeaderSize;
+  restarts_.clear();
+  count_ = 0;
+  last_.clear();
+}
+
+size_t BtreePageBuilder::SizeWith(std::string_view key, uint64_t value,
+                                  size_t fence_bytes) const {
+  const bool restart = count_ % kBtreeRestartInterval == 0;
+  const size_t entry = BtreeEntrySize(restart ? std::string_view() : std::string_view(last_), key,
+                                      value);
+  return end_ + entry + bt::kRestartSize * (restarts_.size() + (restart ? 1 : 0)) +
+         (fence_bytes > 0 ? bt::kFenceOverhead + fence_bytes : 0);
+}
+
+void BtreePageBuilder::Add(std::string_view key, uint64_t value) {
+  const bool restart = count_ % kBtreeRestartInterval == 0;
+  if (restart) restarts_.push_back(static_cast<uint16_t>(end_));
+  const size_t prefix = restart ? 0 : CommonPrefix(last_, key);
+  uint8_t* p = PutEntry(buf_.data() + end_, prefix, key.substr(prefix), value);
+  end_ = static_cast<size_t>(p - buf_.data());
+  ++count_;
+  last_.assign(key.data(), key.size());
+}
+
+bool BtreePageBuilder::Finish(uint8_t* page, PageNo left, PageNo right, PageNo low_page,
+                              std::string_view fence) const {
+  if (fence.empty() != (right == kNoPage) || fence.size() > BtreeMaxKeySize(page_size_)) {
+    return false;
+  }
+  if (!fence.empty() && count_ > 0 && !(std::string_view(last_) < fence)) return false;
+  const size_t tail = page_size_ - (fence.empty() ? 0 : bt::kFenceOverhead + fence.size());
+  if (end_ + bt::kRestartSize * restarts_.size() > tail) return false;
+  util::Put32(page + bt::kRelationId, relation_id_);
+  util::Put16(page + bt::kIndexId, index_id_);
+  page[bt::kLevel] = level_;
+  page[bt::kFlags] = fence.empty() ? 0 : kBtreeHasFence;
+  util::Put32(page + bt::kLeftSibling, left);
+  util::Put32(page + bt::kRightSibling, right);
+  util::Put16(page + bt::kCount, static_cast<uint16_t>(count_));
+  util::Put16(page + bt::kDataEnd, static_cast<uint16_t>(end_));
+  util::Put32(page + bt::kLowPage, low_page);
+  util::Put16(page + bt::kRestartCount, static_cast<uint16_t>(restarts_.size()));
+  std::memcpy(page + kBtreeHeaderSize, buf_.data() + kBtreeHeaderSize, end_ - kBtreeHeaderSize);
+  uint8_t* restarts = page + tail - bt::kRestartSize * restarts_.size();
+  std::memset(page + end_, 0, static_cast<size_t>(restarts - (page + end_)));
+  for (size_t i = 0; i < restarts_.size(); ++i) SetRestart(restarts, i, restarts_[i]);
+  if (!fence.empty()) {
+    std::memcpy(page + tail, fence.data(), fence.size());
+    util::Put16(page + page_size_ - bt::kFenceOverhead, static_cast<uint16_t>(fence.size()));
+  }
+  return true;
+}
+
 }  // namespace ember::page

@@ -260,4 +260,38 @@ class BtreeEntryReader {
   absl::Status status_;
 };
 
+// Fills one B-tree page entry by entry in increasing key order, for a bottom-up (bulk) build:
+// the entries are encoded once, into a buffer of the page's size, as EncodeBtreePage lays them
+// out (a restart every kBtreeRestartInterval entries), without materialising a BtreeNode; Finish
+// adds the header, the restart array and the fence to a page.
+class BtreePageBuilder {
+ public:
+  explicit BtreePageBuilder(uint32_t page_size);
+  // Starts an empty node.
+  void Reset(uint32_t relation_id, uint16_t index_id, uint8_t level);
+  // Bytes the page takes with (key, value) added and a fence of `fence_bytes` bytes (0: none).
+  size_t SizeWith(std::string_view key, uint64_t value, size_t fence_bytes) const;
+  // Appends (key, value). REQUIRES: key above the last key, at most BtreeMaxKeySize, and
+  // SizeWith(...) within the page for the fence the page will get.
+  void Add(std::string_view key, uint64_t value);
+  size_t count() const { return count_; }
+  std::string_view last_key() const { return last_; }
+  // Writes the node into `page` (whose common header InitPage set): `fence` empty = none (then
+  // `right` must be kNoPage). False, leaving the page untouched, when it does not fit or the
+  // fence is not above the last key.
+  bool Finish(uint8_t* page, PageNo left, PageNo right, PageNo low_page,
+              std::string_view fence) const;
+
+ private:
+  uint32_t page_size_;
+  uint32_t relation_id_ = 0;
+  uint16_t index_id_ = 0;
+  uint8_t level_ = 0;
+  std::vector<uint8_t> buf_;       // page-sized; entries from kBtreeHeaderSize to end_
+  size_t end_ = kBtreeHeaderSize;  // one past the last entry
+  std::vector<uint16_t> restarts_;
+  size_t count_ = 0;
+  std::string last_;
+};
+
 }  // namespace ember::page

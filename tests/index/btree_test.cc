@@ -4,6 +4,7 @@
 // (split node and new right page on disk without the parent's separator, built from partial
 // flushes and by hand) and their repair, corrupt pages, and concurrent writers and readers.
 #include "engine/index/btree.h"
+#include "engine/index/btree_build.h"
 
 #include <catch2/catch.hpp>
 
@@ -944,6 +945,118 @@ TEST_CASE("btree: concurrent inserts, removes, lookups and scans", "[btree][inde
   REQUIRE(c.errors.empty());
   CHECK(c.visited.size() == stable.size() + kWriters * (kPerWriter - kPerWriter / 5));
   CHECK(ShapeOf(f).root_level >= 1);
+}
+
+// --- bulk (bottom-up) build (btree_build.h)
+
+// Builds the tree of `f` from `model` cut into `ranges` ranges at random points (some empty),
+// filled in an interleaved order as parallel workers would.
+BulkBuildStats BulkLoad(TreeFile& f, const Model& model, int ranges, int fill, uint64_t seed) {
+  const Entries all(model.begin(), model.end());
+  std::mt19937_64 rng(seed);
+  std::vector<size_t> cuts{0};
+  for (int r = 1; r < ranges; ++r) cuts.push_back(all.empty() ? 0 : rng() % (all.size() + 1));
+  cuts.push_back(all.size());
+  std::sort(cuts.begin(), cuts.end());
+  BulkBuild b(&f.cache(), &f.space(), kRelation, kIndex, 1, f.root(), ranges, fill);
+  std::vector<size_t> at(cuts.begin(), cuts.end() - 1);
+  for (bool more = true; more;) {
+    more = false;
+    for (int r = 0; r < ranges; ++r) {
+      for (size_t n = rng() % 50; n > 0 && at[r] < cuts[r + 1]; --n, ++at[r]) {
+        REQUIRE_OK(b.Add(r, all[at[r]].first, all[at[r]].second));
+      }
+      more = more || at[r] < cuts[r + 1];
+    }
+  }
+  REQUIRE_OK(b.Complete());
+  return b.stats();
+}
+
+TEST_CASE("btree bulk build: any number of entries and ranges gives exactly the tree",
+          "[btree][bulk]") {
+  const uint32_t ps = GENERATE(4096u, 8192u);
+  const size_t n = GENERATE(0u, 1u, 2u, 50u, 3000u, 12000u);
+  const int ranges = GENERATE(1, 3, 8);
+  INFO("page size " << ps << ", " << n << " entries, " << ranges << " ranges");
+  TreeFile f(ps, 4096);
+  std::mt19937_64 rng(n * 31 + ranges);
+  Model model;
+  while (model.size() < n) {
+    // Mostly short keys with shared prefixes, some long ones up to the page's limit.
+    std::string k = rng() % 50 == 0 ? RandomKey(rng, MaxKeySize(ps))
+                                    : "k" + std::to_string(rng() % (n * 10 + 10)) +
+                                          RandomKey(rng, 6);
+    if (k.size() > MaxKeySize(ps)) k.resize(MaxKeySize(ps));
+    model[k] = rng() >> (rng() % 64);
+  }
+  const BulkBuildStats st = BulkLoad(f, model, ranges, 90, n + 7);
+  CHECK(st.entries == n);
+  RequireTree(f.tree(), model);
+  CheckResult c = CheckTree(f.tree());
+  CHECK(c.pages.size() == std::max<uint64_t>(1, st.leaf_pages + st.internal_pages));
+  // The tree takes inserts and removes afterwards like any other, splitting its full leaves.
+  for (int i = 0; i < 2000; ++i) {
+    std::string k = "z" + RandomKey(rng, 20);
+    if (model.emplace(k, i).second) REQUIRE_OK(f.tree().Insert(k, i, 1));
+  }
+  for (int i = 0; i < 300 && !model.empty(); ++i) {
+    auto it = std::next(model.begin(), static_cast<long>(rng() % model.size()));
+    REQUIRE_OK(f.tree().Remove(it->first, 1));
+    model.erase(it);
+  }
+  RequireTree(f.tree(), model);
+  // And it survives the cache: written, dropped, read back.
+  REQUIRE_OK(f.cache().FlushAll());
+  f.Crash();
+  RequireTree(f.tree(), model);
+}
+
+TEST_CASE("btree bulk build: pages are filled to the fill factor", "[btree][bulk]") {
+  TreeFile f(4096, 4096);
+  Model model;
+  for (int i = 0; i < 30000; ++i) model[absl::StrCat("word", i * 7919 % 100003)] = i;
+  const int fill = GENERATE(50, 90, 100);
+  INFO("fill " << fill);
+  const BulkBuildStats st = BulkLoad(f, model, 1, fill, 1);  // one last leaf
+  RequireTree(f.tree(), model);
+  size_t bytes = 0;  // entry bytes of every leaf
+  for (PageNo p : CheckTree(f.tree()).pages) {
+    cache::PageRef r = VALUE_OR_FAIL(f.cache().Fetch(p, cache::LatchMode::kShared));
+    page::BtreeHeader h;
+    REQUIRE_OK(page::ReadBtreeHeader(r.data(), 4096, p, &h));
+    if (h.leaf()) bytes += h.data_end + 2u * h.restart_count;
+  }
+  const double avg = static_cast<double>(bytes) / static_cast<double>(st.leaf_pages) / 4096.0;
+  INFO("average leaf fill " << avg << " over " << st.leaf_pages << " leaves");
+  CHECK(avg <= fill / 100.0 + 0.01);
+  CHECK(avg >= fill / 100.0 - 0.05);
+  CHECK(st.depth >= 2);
+}
+
+TEST_CASE("btree bulk build: Abandon gives back every page the build took", "[btree][bulk]") {
+  TreeFile f(4096, 2048);
+  const uint32_t before = f.space().page_count();
+  Model model;
+  for (int i = 0; i < 20000; ++i) model[absl::StrCat("key", i * 13 % 20011)] = i;
+  const bool completed = GENERATE(false, true);
+  {
+    BulkBuild b(&f.cache(), &f.space(), kRelation, kIndex, 1, f.root(), 3, 90);
+    int r = 0;
+    size_t i = 0;
+    for (const auto& [k, v] : model) {
+      if (i++ == model.size() / 3 * static_cast<size_t>(r + 1) && r < 2) ++r;
+      REQUIRE_OK(b.Add(r, k, v));
+    }
+    if (completed) REQUIRE_OK(b.Complete());
+    b.Abandon();
+  }
+  // Every page past the root is free again.
+  for (PageNo p = f.root() + 1; p < f.space().page_count(); ++p) {
+    if (page::PipPageNo(p / page::PagesPerPip(4096), 4096) == p) continue;
+    INFO("page " << p << " of " << f.space().page_count() << " (" << before << " before)");
+    REQUIRE(VALUE_OR_FAIL(f.space().IsFree(p)));
+  }
 }
 
 }  // namespace
