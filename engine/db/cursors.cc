@@ -59,9 +59,11 @@ absl::Status TableCursor::Fill() {
       // only versions nobody can see.
       if (policy == GcPolicy::kBackground && db->gc()) {
         db->gc()->Notify({{table_->id, seq}}, 0);
-      } else if (absl::Status s = db->CollectRecords(table_, garbage, &unlinked_); !s.ok()) {
-        return s;
       } else {
+        // (An index build of the table holds its rows: the garbage waits for a later reader.)
+        bool busy = false;
+        absl::Status s = db->CollectRecords(table_, garbage, &unlinked_, nullptr, &busy);
+        if (!s.ok()) return s;
         table_->relation->TakeLater(&unlinked_);
       }
     }

@@ -181,6 +181,16 @@ absl::Status ValidateOptions(const Options& o) {
   if (o.cache_pages < 16) {
     return absl::InvalidArgumentError(absl::StrCat("cache_pages ", o.cache_pages, ": at least 16"));
   }
+  if (o.max_parallel_workers < 1 || o.max_parallel_workers > 64 || o.parallel_workers < 1 ||
+      o.parallel_workers > o.max_parallel_workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parallel_workers ", o.parallel_workers, ", max_parallel_workers ",
+        o.max_parallel_workers, ": need 1 <= parallel_workers <= max_parallel_workers <= 64"));
+  }
+  if (o.sort_memory_limit < (uint64_t{64} << 10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sort_memory_limit ", o.sort_memory_limit, ": at least 64 KB"));
+  }
   return absl::OkStatus();
 }
 
@@ -193,7 +203,11 @@ uint64_t NowMicros() {
 }  // namespace
 
 DatabaseImpl::DatabaseImpl(std::unique_ptr<io::File> file, const Options& options)
-    : file_(std::move(file)), options_(options) {}
+    : file_(std::move(file)),
+      options_(options),
+      workers_(std::make_unique<worker::WorkerPool>(
+          options.max_parallel_workers,
+          std::chrono::milliseconds(options.worker_idle_timeout_ms))) {}
 
 DatabaseImpl::~DatabaseImpl() {
   if (open_.load()) (void)Close();
@@ -604,91 +618,82 @@ absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
   return (*ts)->handle();
 }
 
-absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema) {
+absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
+                                                const IndexBuildOptions& build) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  std::lock_guard<std::mutex> ddl(ddl_mu_);
-  // Writers hold catalog_mu_ shared for each operation, so holding it exclusively while the
-  // index is built means no write can miss the new index.
-  std::unique_lock<std::shared_mutex> g(catalog_mu_);
-  if (index_by_name_.contains(schema.name)) {
-    return absl::AlreadyExistsError(absl::StrCat("index ", schema.name, " already exists"));
+  if (build.workers < 0 || build.fill_percent < 10 || build.fill_percent > 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("index ", schema.name, ": build workers ", build.workers, " (0 or more), ",
+                     "fill_percent ", build.fill_percent, " (10..100)"));
   }
-  const uint32_t id = next_relation_id_;
+  std::lock_guard<std::mutex> ddl(ddl_mu_);
   absl::StatusOr<txn::TxnManager::Started> t = txns_->Begin();
   if (!t.ok()) return t.status();
-  auto fail = [&](absl::Status s) -> absl::Status {
-    (void)txns_->MarkDead(t->id);
-    auto it = index_by_name_.find(schema.name);
-    if (it != index_by_name_.end()) {
-      index_by_name_.erase(it);
-      indexes_.pop_back();
+  IndexState* ix = nullptr;
+  {
+    std::unique_lock<std::shared_mutex> g(catalog_mu_);
+    absl::Status s;
+    if (index_by_name_.contains(schema.name)) {
+      s = absl::AlreadyExistsError(absl::StrCat("index ", schema.name, " already exists"));
     }
-    return s;
-  };
-  absl::StatusOr<page::PageNo> root =
-      index::BTree::Create(cache_.get(), space_.get(), t->id, 0, static_cast<uint16_t>(id));
-  if (!root.ok()) return fail(root.status());
-  absl::StatusOr<IndexState*> ix = AddIndexState(id, schema, *root);
-  if (!ix.ok()) return fail(ix.status());
-  if (absl::Status s = BuildIndex(*ix, t->id); !s.ok()) return fail(s);
-  Row row{int64_t{kKindIndex}, int64_t{id}, schema.name, int64_t{*root}, schema.table,
-          int64_t{schema.unique ? 1 : 0}, EncodeNames(schema.columns)};
-  std::string raw;
-  record::EncodeRow(row, &raw);
-  if (absl::Status s = catalog_->Insert(t->id, raw).status(); !s.ok()) return fail(s);
-  if (absl::Status s = txns_->Commit(t->id); !s.ok()) return fail(s);
-  (*ix)->table->indexes.push_back(*ix);
-  return (*ix)->handle();
-}
-
-absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn) {
-  // An entry for every key any version of any record has (architecture.md, MVCC).
-  record::Relation* rel = ix->table->relation.get();
-  const size_t ncols = ix->table->schema.columns.size();
-  const uint32_t n = rel->PageSequences();
-  std::vector<uint64_t> recs;
-  absl::flat_hash_map<std::string, uint64_t> unique_keys;  // newest live key -> record
-  bool dup = false;
-  for (uint32_t seq = 0; seq < n; ++seq) {
-    recs.clear();
-    if (absl::Status s = rel->ListRecords(seq, &recs); !s.ok()) return s;
-    for (uint64_t rec : recs) {
-      std::vector<std::string> keys;
-      bool newest_seen = false;
-      absl::Status bad;
-      std::pair<page::PageNo, uint16_t> at;
-      absl::Status s = rel->ForEachVersion(rec, [&](uint64_t writer, bool deleted,
-                                                    std::string_view raw) {
-        const bool live = txns_->StateOf(writer) != txn::kCnDead;
-        Row row;
-        if (!deleted) {
-          // An index without this version's key would be silently incomplete: refuse instead.
-          bad = record::DecodeRow(raw, ncols, &row);
-          if (!bad.ok()) return false;
-          std::string key;
-          const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
-          if (ix->schema.unique && live && !newest_seen && !has_null) {
-            if (!unique_keys.emplace(key, rec).second) dup = true;
-          }
-          keys.push_back(std::move(key));
-        }
-        if (live) newest_seen = true;
-        return true;
-      }, &at);
-      if (!bad.ok()) return internal::UndecodableVersion(*ix->table, rec, at, bad);
-      if (!s.ok()) return s;
-      if (dup) {
-        return absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name,
-                                                     ": table ", ix->table->schema.name,
-                                                     " has duplicate keys"));
+    const uint32_t id = next_relation_id_;
+    absl::StatusOr<page::PageNo> root =
+        s.ok() ? index::BTree::Create(cache_.get(), space_.get(), t->id, 0,
+                                      static_cast<uint16_t>(id))
+               : absl::StatusOr<page::PageNo>(s);
+    absl::StatusOr<IndexState*> added = root.ok() ? AddIndexState(id, schema, *root)
+                                                  : absl::StatusOr<IndexState*>(root.status());
+    if (!added.ok()) {
+      (void)txns_->MarkDead(t->id);
+      return added.status();
+    }
+    ix = *added;
+    ix->ready.store(false);  // GetIndex does not find it until it is built
+  }
+  // Built under the table's rows lock: writers of the table wait (each change of its rows
+  // updates its indexes, and the new one is not there yet); readers and other tables do not.
+  TableState* table = ix->table;
+  IndexStats stats;
+  absl::Status s;
+  {
+    std::unique_lock<std::shared_mutex> rows(table->rows_mu);
+    if (table->relation->PageSequences() > 0) s = BuildIndex(ix, t->id, build, &stats);
+    if (s.ok()) {
+      Row row{int64_t{kKindIndex}, int64_t{ix->id}, schema.name, int64_t{ix->tree->root()},
+              schema.table, int64_t{schema.unique ? 1 : 0}, EncodeNames(schema.columns)};
+      std::string raw;
+      record::EncodeRow(row, &raw);
+      s = catalog_->Insert(t->id, raw).status();
+    }
+    if (s.ok()) s = txns_->Commit(t->id);
+    if (s.ok()) {
+      table->indexes.push_back(ix);
+      {
+        std::lock_guard<std::mutex> sg(ix->stats_mu);
+        ix->stats = stats;
       }
-      for (const std::string& key : keys) {
-        absl::Status is = ix->tree->Insert(internal::IndexEntry(key, rec), 0, txn);
-        if (!is.ok() && !absl::IsAlreadyExists(is)) return is;
-      }
+      ix->ready.store(true);
+      return ix->handle();
     }
   }
-  return absl::OkStatus();
+  // (The rows lock is let go first: writers take the catalog lock before it.) Nothing on disk
+  // links to the root (the catalog row, if written, is the dead transaction's).
+  (void)txns_->MarkDead(t->id);
+  (void)space_->Free(ix->tree->root(), t->id);
+  std::unique_lock<std::shared_mutex> g(catalog_mu_);
+  index_by_name_.erase(schema.name);
+  auto it = std::find_if(indexes_.begin(), indexes_.end(),
+                         [&](const auto& p) { return p.get() == ix; });
+  if (it != indexes_.end()) indexes_.erase(it);
+  return s;
+}
+
+absl::StatusOr<IndexStats> DatabaseImpl::GetIndexStats(const Index& index) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  if (!index) return absl::InvalidArgumentError("invalid index handle");
+  IndexState* ix = IndexState::From(index);
+  std::lock_guard<std::mutex> g(ix->stats_mu);
+  return ix->stats;
 }
 
 absl::StatusOr<Table> DatabaseImpl::GetTable(std::string_view name) {
@@ -705,7 +710,7 @@ absl::StatusOr<Index> DatabaseImpl::GetIndex(std::string_view name) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   std::shared_lock<std::shared_mutex> g(catalog_mu_);
   auto it = index_by_name_.find(absl::string_view(name.data(), name.size()));
-  if (it == index_by_name_.end()) {
+  if (it == index_by_name_.end() || !it->second->ready.load()) {
     return absl::NotFoundError(absl::StrCat("no index ", std::string(name)));
   }
   return it->second->handle();

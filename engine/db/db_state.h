@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "engine/record/relation.h"
 #include "engine/txn/txn_manager.h"
 #include "engine/txn/undo_log.h"
+#include "engine/worker/worker_pool.h"
 
 namespace ember {
 namespace internal {
@@ -36,7 +38,12 @@ struct TableState {
   uint32_t id = 0;
   TableSchema schema;
   std::unique_ptr<record::Relation> relation;
-  std::vector<IndexState*> indexes;  // guarded by DatabaseImpl::catalog_mu_ for writes
+  // Held shared by every change of the table's rows together with their index entries (a
+  // write with its keys, an undo, a collection of its records) and exclusively by a build of
+  // one of its indexes: no change misses an index being built, and readers never wait for it.
+  // Taken after DatabaseImpl::catalog_mu_ (shared) where both are held.
+  mutable std::shared_mutex rows_mu;
+  std::vector<IndexState*> indexes;  // guarded by rows_mu (changed only under ddl_mu_ too)
   Table handle() { return Table(this); }
   static TableState* From(const Table& t) { return t.state_; }
   // Whether a row can name a stored BLOB: a BLOB column, or a string/bytes value stored out of
@@ -74,6 +81,10 @@ struct IndexState {
   TableState* table = nullptr;
   std::vector<size_t> key_columns;  // positions in the table's columns
   std::unique_ptr<index::BTree> tree;
+  // False while the index is being built: GetIndex does not find it yet.
+  std::atomic<bool> ready{true};
+  std::mutex stats_mu;
+  IndexStats stats;  // guarded by stats_mu: its last build's
   Index handle() { return Index(this); }
   static IndexState* From(const Index& ix) { return ix.state_; }
 };
@@ -123,13 +134,15 @@ class DatabaseImpl : public Database {
   absl::Status Close() override;
   absl::StatusOr<std::unique_ptr<Transaction>> Begin(const TransactionOptions& options) override;
   absl::StatusOr<Table> CreateTable(const TableSchema& schema) override;
-  absl::StatusOr<Index> CreateIndex(const IndexSchema& schema) override;
+  absl::StatusOr<Index> CreateIndex(const IndexSchema& schema,
+                                    const IndexBuildOptions& build = {}) override;
   absl::StatusOr<Table> GetTable(std::string_view name) override;
   absl::StatusOr<Index> GetIndex(std::string_view name) override;
   std::vector<std::string> TableNames() override;
   absl::StatusOr<ValidationReport> Validate(const ValidateOptions& options) override;
   DatabaseStats stats() override;
   absl::StatusOr<TableStats> GetTableStats(const Table& table) override;
+  absl::StatusOr<IndexStats> GetIndexStats(const Index& index) override;
   absl::Status CollectGarbage() override;
   const Options& options() const override { return options_; }
   uint32_t max_key_size() const override;
@@ -140,12 +153,16 @@ class DatabaseImpl : public Database {
   // For crash tests: drops the cache and everything in memory without writing anything, as if
   // the process died. The object is unusable afterwards.
   void SimulateCrash();
+  // Tests: called by every index build once it holds the table (to run things beside it).
+  void SetIndexBuildHookForTest(std::function<void()> hook) { build_hook_ = std::move(hook); }
 
   cache::BufferCache* cache() { return cache_.get(); }
   cache::PageSpace* space() { return space_.get(); }
   txn::TxnManager* txns() { return txns_.get(); }
   io::File* file() { return file_.get(); }
   io::TempSpace* temp_space() { return temp_.get(); }
+  // The parallel workers of index builds (and sweeps).
+  worker::WorkerPool* workers() { return workers_.get(); }
   // An empty undo log for a new transaction: one an ended transaction gave back, with its
   // memory (image vectors, chunk maps, arena) still mapped and faulted in, so that a
   // transaction's statements cost the same whatever the allocator, the kernel's huge pages and
@@ -184,8 +201,11 @@ class DatabaseImpl : public Database {
   // Garbage collection of records of one table (under their record locks); lines to free on
   // other pages are appended to `unlinked` (free them with Relation::FreeUnlinked). Sets
   // `*pending` if some garbage could not be collected yet (an active snapshot still sees it).
+  // With `busy`, a table whose rows lock a build holds is left alone (and `*busy` set) instead
+  // of waiting for the build.
   absl::Status CollectRecords(internal::TableState* t, std::span<const uint64_t> recs,
-                              std::vector<record::Unlinked>* unlinked, bool* pending = nullptr);
+                              std::vector<record::Unlinked>* unlinked, bool* pending = nullptr,
+                              bool* busy = nullptr);
   // The horizon for garbage collection now.
   uint64_t GcHorizon() const { return txns_->OldestSnapshotCn(); }
   GarbageCollector* gc() { return gc_.get(); }
@@ -209,7 +229,11 @@ class DatabaseImpl : public Database {
                                                       page::PageNo first_pp);
   absl::StatusOr<internal::IndexState*> AddIndexState(uint32_t id, const IndexSchema& schema,
                                                       page::PageNo root);
-  absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn);
+  // The bulk build of `ix` over its populated table for DDL transaction `txn` (index_build.cc).
+  // REQUIRES: the table's rows lock held exclusively.
+  absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn, const IndexBuildOptions& opt,
+                          IndexStats* stats);
+  absl::Status BuildIndexByInserts(internal::IndexState* ix, uint64_t txn, IndexStats* stats);
   // CollectGarbage's work: every table's garbage, now.
   absl::Status CollectAll();
   // Validate's steps (validate.cc), in order, each adding what it finds to the walk.
@@ -237,7 +261,9 @@ class DatabaseImpl : public Database {
   std::unique_ptr<txn::TxnManager> txns_;
   std::unique_ptr<record::Relation> catalog_;  // relation 0
   std::unique_ptr<io::TempSpace> temp_;
+  std::unique_ptr<worker::WorkerPool> workers_;
   // Undo logs of ended transactions with the memory they grew (see TakeUndoLog).
+  std::function<void()> build_hook_;  // SetIndexBuildHookForTest
   std::mutex undo_pool_mu_;
   std::vector<std::unique_ptr<txn::UndoLog>> undo_pool_;  // guarded by undo_pool_mu_
 

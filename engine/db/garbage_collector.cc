@@ -115,7 +115,9 @@ absl::Status GarbageCollector::RunOnce() {
     }
     recs.clear();
     absl::Status s = t->relation->ListCollectable(seq, &recs);
-    if (s.ok()) s = db_->CollectRecords(t, recs, &unlinked);
+    bool busy = false;
+    if (s.ok()) s = db_->CollectRecords(t, recs, &unlinked, nullptr, &busy);
+    if (busy) retry.push_back(entry);  // an index of the table is being built
     if (!s.ok()) {
       failed(absl::Status(s.code(), absl::StrCat("garbage collection of table ", t->schema.name,
                                                  " data page ", seq, ": ", s.message())));
@@ -250,10 +252,19 @@ absl::Status DatabaseImpl::QueueBlobFrees(const TableState* t, uint64_t rec,
 }
 
 absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_t> recs,
-                                          std::vector<record::Unlinked>* unlinked,
-                                          bool* pending) {
+                                          std::vector<record::Unlinked>* unlinked, bool* pending,
+                                          bool* busy) {
   const uint64_t horizon = GcHorizon();
-  std::shared_lock<std::shared_mutex> cat(catalog_mu_);  // the index list must not change
+  std::shared_lock<std::shared_mutex> cat(catalog_mu_);
+  // The index list must not change, and an index build of the table must see the records as
+  // they are: a collector that can come back later does not wait for a build.
+  std::shared_lock<std::shared_mutex> rows(t->rows_mu, std::defer_lock);
+  if (busy == nullptr) {
+    rows.lock();
+  } else if (!rows.try_lock()) {
+    *busy = true;
+    return absl::OkStatus();
+  }
   // The versions that go or stay are decoded below (index keys, BLOBs): one that does not
   // decode must stop the collection before the chain is cut, so the record stays as it is and
   // the collection can be retried once the damage is dealt with.

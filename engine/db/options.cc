@@ -70,10 +70,16 @@ absl::StatusOr<Options> Options::FromConfigText(std::string_view text_in,
     else if (name == "blobtempspace") s = size(&o.blob_temp_space, 0, 2);
     else if (name == "parallelworkers") s = size(&o.parallel_workers, 1, 64);
     else if (name == "maxparallelworkers") s = size(&o.max_parallel_workers, 1, 64);
+    else if (name == "workeridletimeout") {
+      uint64_t secs = 0;
+      s = size(&secs, 1, 86400);
+      o.worker_idle_timeout_ms = secs * 1000;
+    }
     else if (name == "lockhashslots") s = size(&o.lock_hash_slots, 101, 65521);
     else if (name == "lockmemsize") s = size(&o.lock_mem_size, 256 << 10, 1ull << 31);
     else if (name == "sweepinterval") s = size(&o.sweep_interval, 0, ~0ull);
     else if (name == "undomemorylimit") s = size(&o.undo_memory_limit, 0, ~0ull);
+    else if (name == "sortmemorylimit") s = size(&o.sort_memory_limit, 64 << 10, ~0ull);
     else if (name == "forcedwrites") {
       if (!ParseBool(value, &b)) s = bad("expected a boolean");
       o.forced_writes = b;

@@ -436,6 +436,7 @@ absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& 
   absl::StatusOr<PreparedRow> p = PrepareWrite(table, row, 0);
   if (!p.ok()) return p.status();
   TableState* t = p->table;
+  std::shared_lock<std::shared_mutex> rows(t->rows_mu);
   absl::StatusOr<uint64_t> rec = t->relation->Insert(id_, p->raw, p->links);
   if (!rec.ok()) return rec.status();
   wrote_ = true;
@@ -468,6 +469,7 @@ absl::Status TransactionImpl::Update(const Table& table, RecordId id, const Row&
   absl::StatusOr<PreparedRow> p = PrepareWrite(table, row, id.value);
   if (!p.ok()) return p.status();
   TableState* t = p->table;
+  std::shared_lock<std::shared_mutex> rows(t->rows_mu);
   std::unique_lock<std::mutex> lock;
   absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, &p->raw, p->links, &lock);
   if (!w.ok()) return w.status();
@@ -507,6 +509,7 @@ absl::Status TransactionImpl::Delete(const Table& table, RecordId id) {
   if (opts_.read_only) return absl::FailedPreconditionError("read-only transaction");
   TableState* t = StateOf(table);
   std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
+  std::shared_lock<std::shared_mutex> rows(t->rows_mu);
   std::unique_lock<std::mutex> lock;
   absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, nullptr, {}, &lock);
   if (!w.ok()) return w.status();

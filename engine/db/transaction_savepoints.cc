@@ -100,6 +100,7 @@ absl::Status TransactionImpl::RollbackTop() {
   absl::StatusOr<txn::UndoActions> acts = undo_->PopForRollback();
   if (!acts.ok()) return acts.status();
   std::shared_lock<std::shared_mutex> cat(db_->catalog_mu_);
+  std::shared_lock<std::shared_mutex> rows;  // of `cur`
   std::vector<record::Unlinked> unlinked;
   TableState* cur = nullptr;
   // The actions come in two sweeps in record order (removals, then restores), so the data pages
@@ -116,6 +117,7 @@ absl::Status TransactionImpl::RollbackTop() {
       if (cur == nullptr) {
         return absl::InternalError(absl::StrCat("undo: no table with id ", a.key.table));
       }
+      rows = std::shared_lock<std::shared_mutex>(cur->rows_mu);
       ahead_until = 0;
     }
     if (seq < last_seq) ahead_until = 0;  // the next sweep

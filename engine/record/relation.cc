@@ -375,9 +375,42 @@ absl::StatusOr<VisibleVersion> Relation::Read(uint64_t rec, const ReadView& view
   return v;
 }
 
-absl::Status Relation::ForEachVersion(
-    uint64_t rec, const std::function<bool(uint64_t, bool, std::string_view)>& fn,
-    std::pair<PageNo, uint16_t>* at) {
+absl::Status Relation::WalkChain(const PageRef& r, PageNo p, uint16_t line,
+                                 std::string_view first, RecordHeader h, const VersionFn& fn,
+                                 std::pair<PageNo, uint16_t>* at, bool* stopped) {
+  std::string_view cur = first;
+  std::string held;
+  std::string newer_raw;
+  std::pair<PageNo, uint16_t> here{p, line};
+  for (int hops = 0; hops < kMaxChain; ++hops) {
+    if (hops > 0 && !DecodeHeader(cur, &h)) {
+      return absl::DataLossError(
+          absl::StrCat("page ", here.first, " line ", here.second, ": corrupt record header"));
+    }
+    absl::StatusOr<std::string> raw = RawBody(h, cur, newer_raw);
+    if (!raw.ok()) {
+      return absl::Status(raw.status().code(), absl::StrCat("page ", here.first, " line ",
+                                                            here.second, ": ",
+                                                            raw.status().message()));
+    }
+    if (at) *at = here;
+    if (!fn(h.txn, (h.flags & kRecDeleted) != 0, *raw)) {
+      if (stopped) *stopped = true;
+      return absl::OkStatus();
+    }
+    if (h.back_page == page::kNoPage) return absl::OkStatus();
+    here = {h.back_page, h.back_line};
+    newer_raw = std::move(*raw);
+    absl::StatusOr<std::string> b = LineAt(r, p, h.back_page, h.back_line);
+    if (!b.ok()) return b.status();
+    held = std::move(*b);
+    cur = held;
+  }
+  return absl::DataLossError("version chain loops");
+}
+
+absl::Status Relation::ForEachVersion(uint64_t rec, const VersionFn& fn,
+                                      std::pair<PageNo, uint16_t>* at) {
   absl::StatusOr<PageNo> p = PageOf(page::RecordDpSequence(rec));
   if (!p.ok()) return p.status();
   // The chain is walked with the record's page latched, as readers walk it: the collector cuts
@@ -396,32 +429,23 @@ absl::Status Relation::ForEachVersion(
   if (h.flags & kRecNotPrimary) {
     return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
   }
-  std::string_view cur = *first;
-  std::string held;
-  std::string newer_raw;
-  std::pair<PageNo, uint16_t> here{*p, page::RecordLine(rec)};
-  for (int hops = 0; hops < kMaxChain; ++hops) {
-    if (hops > 0 && !DecodeHeader(cur, &h)) {
-      return absl::DataLossError(
-          absl::StrCat("page ", here.first, " line ", here.second, ": corrupt record header"));
-    }
-    absl::StatusOr<std::string> raw = RawBody(h, cur, newer_raw);
-    if (!raw.ok()) {
-      return absl::Status(raw.status().code(), absl::StrCat("page ", here.first, " line ",
-                                                            here.second, ": ",
-                                                            raw.status().message()));
-    }
-    if (at) *at = here;
-    if (!fn(h.txn, (h.flags & kRecDeleted) != 0, *raw)) return absl::OkStatus();
-    if (h.back_page == page::kNoPage) return absl::OkStatus();
-    here = {h.back_page, h.back_line};
-    newer_raw = std::move(*raw);
-    absl::StatusOr<std::string> b = LineAt(*r, *p, h.back_page, h.back_line);
-    if (!b.ok()) return b.status();
-    held = std::move(*b);
-    cur = held;
-  }
-  return absl::DataLossError("version chain loops");
+  return WalkChain(*r, *p, page::RecordLine(rec), *first, h, fn, at, nullptr);
+}
+
+absl::Status Relation::ForEachVersionOnPage(uint32_t seq, const PageVersionFn& fn,
+                                            std::pair<PageNo, uint16_t>* at) {
+  uint64_t rec = 0;
+  const VersionFn one = [&](uint64_t txn, bool deleted, std::string_view raw) {
+    return fn(rec, txn, deleted, raw);
+  };
+  bool stopped = false;
+  return VisitPrimaryLines(seq, [&](const PageRef& ref, uint16_t line,
+                                    const RecordHeader& h) -> absl::Status {
+    if (stopped) return absl::OkStatus();
+    rec = page::MakeRecordNo(seq, line);
+    const std::string_view first = *page::DpGet(ref.data(), ps_, line);
+    return WalkChain(ref, ref.page_no(), line, first, h, one, at, &stopped);
+  });
 }
 
 absl::Status Relation::VisitPrimaryLines(uint32_t seq, const PrimaryLineFn& fn) {
@@ -440,7 +464,7 @@ absl::Status Relation::VisitPrimaryLines(uint32_t seq, const PrimaryLineFn& fn) 
       return absl::DataLossError(absl::StrCat("page ", p, " line ", line, ": corrupt record"));
     }
     if (h.flags & kRecNotPrimary) continue;
-    if (absl::Status s = fn(p, r->data(), line, h); !s.ok()) return s;
+    if (absl::Status s = fn(*r, line, h); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -460,8 +484,9 @@ absl::Status Relation::ReadPage(uint32_t seq, const ReadView& view,
 absl::Status Relation::VisitPage(uint32_t seq, const ReadView& view, RecordFn fn,
                                  std::vector<uint64_t>* garbage, uint64_t horizon_cn) {
   std::string scratch;
-  return VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t line,
-                                    const RecordHeader& h) {
+  return VisitPrimaryLines(seq, [&](const PageRef& ref, uint16_t line, const RecordHeader& h) {
+    const PageNo p = ref.page_no();
+    const uint8_t* data = ref.data();
     if (garbage) {
       const uint64_t cn = tm_->StateOf(h.txn);
       if (cn == txn::kCnDead ||
@@ -529,15 +554,14 @@ absl::StatusOr<PageNo> Relation::RecordPage(uint64_t rec) const {
 }
 
 absl::Status Relation::ListRecords(uint32_t seq, std::vector<uint64_t>* out) {
-  return VisitPrimaryLines(seq, [&](PageNo, const uint8_t*, uint16_t line, const RecordHeader&) {
+  return VisitPrimaryLines(seq, [&](const PageRef&, uint16_t line, const RecordHeader&) {
     out->push_back(page::MakeRecordNo(seq, line));
     return absl::OkStatus();
   });
 }
 
 absl::Status Relation::ListCollectable(uint32_t seq, std::vector<uint64_t>* out) {
-  return VisitPrimaryLines(seq, [&](PageNo, const uint8_t*, uint16_t line,
-                                    const RecordHeader& h) {
+  return VisitPrimaryLines(seq, [&](const PageRef&, uint16_t line, const RecordHeader& h) {
     if (h.back_page != page::kNoPage || (h.flags & kRecDeleted) ||
         tm_->StateOf(h.txn) == txn::kCnDead) {
       out->push_back(page::MakeRecordNo(seq, line));

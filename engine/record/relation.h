@@ -205,9 +205,15 @@ class Relation {
   // or BLOB header since the record went). `at`, if given, holds the page and line of the
   // version last passed to `fn` (so a caller that stops on a version it cannot decode can name
   // it).
-  absl::Status ForEachVersion(
-      uint64_t rec, const std::function<bool(uint64_t txn, bool deleted, std::string_view raw)>& fn,
-      std::pair<page::PageNo, uint16_t>* at = nullptr);
+  using VersionFn = std::function<bool(uint64_t txn, bool deleted, std::string_view raw)>;
+  absl::Status ForEachVersion(uint64_t rec, const VersionFn& fn,
+                              std::pair<page::PageNo, uint16_t>* at = nullptr);
+  // ForEachVersion for every record whose head is on data page sequence `seq` (none for a
+  // secondary page), with the page latched once: fn(rec, ...) returning false stops the walk.
+  using PageVersionFn =
+      std::function<bool(uint64_t rec, uint64_t txn, bool deleted, std::string_view raw)>;
+  absl::Status ForEachVersionOnPage(uint32_t seq, const PageVersionFn& fn,
+                                    std::pair<page::PageNo, uint16_t>* at = nullptr);
 
   // Number of data page sequences (primary and secondary).
   uint32_t PageSequences() const;
@@ -267,8 +273,8 @@ class Relation {
   // Calls `fn` for each primary record line of data page `seq` (none for a secondary page),
   // with the page latched shared and the line's decoded header; a corrupt record header is
   // DataLoss.
-  using PrimaryLineFn = std::function<absl::Status(page::PageNo, const uint8_t*, uint16_t,
-                                                   const RecordHeader&)>;
+  using PrimaryLineFn =
+      std::function<absl::Status(const cache::PageRef&, uint16_t, const RecordHeader&)>;
   absl::Status VisitPrimaryLines(uint32_t seq, const PrimaryLineFn& fn);
   // Allocates and links a new data page (primary or secondary); returns its sequence. Primary
   // pages of a larger relation come as an extent (ExtentPages): all its pages are linked, empty,
@@ -353,6 +359,11 @@ class Relation {
                                       const std::string& newer_raw);
   // A copy of line `line` of page `p`: from the latched page `P` (number `pno`) when p == pno,
   // else through ReadLine (a back version on a secondary page).
+  // ForEachVersion's walk from the head `first` (header `h`) at line `line` of the latched
+  // page `r`; `*stopped` set when fn returned false.
+  absl::Status WalkChain(const cache::PageRef& r, page::PageNo p, uint16_t line,
+                         std::string_view first, RecordHeader h, const VersionFn& fn,
+                         std::pair<page::PageNo, uint16_t>* at, bool* stopped);
   absl::StatusOr<std::string> LineAt(const cache::PageRef& P, page::PageNo pno, page::PageNo p,
                                      uint16_t line);
   // Reads a record line from another page (secondary), copying it.

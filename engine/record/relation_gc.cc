@@ -425,8 +425,10 @@ absl::Status Relation::GetVersionStats(VersionStats* out) {
     if (pages[seq].flags & page::kPpSecondary) continue;
     // Each chain is walked with its head page latched, as readers do: the collector unlinks
     // back versions only under that page's exclusive latch, so none vanishes mid-walk.
-    absl::Status s = VisitPrimaryLines(seq, [&](PageNo p, const uint8_t* data, uint16_t,
+    absl::Status s = VisitPrimaryLines(seq, [&](const PageRef& ref, uint16_t,
                                                 const RecordHeader& h) {
+      const PageNo p = ref.page_no();
+      const uint8_t* data = ref.data();
       ++out->records;
       if (h.flags & kRecDeleted) ++out->delete_stubs;
       if (tm_->StateOf(h.txn) == txn::kCnDead) ++out->dead_heads;

@@ -73,7 +73,12 @@ class Database {
 
   // DDL runs in a system transaction of its own and is committed when it returns.
   virtual absl::StatusOr<Table> CreateTable(const TableSchema& schema) = 0;
-  virtual absl::StatusOr<Index> CreateIndex(const IndexSchema& schema) = 0;
+  // On a populated table the index is built in bulk (scan, sort, merge, bottom-up build) on
+  // `build.workers` workers. Readers and writers of other tables go on meanwhile; writers of
+  // the indexed table wait until the build ends, readers of it do not. A unique index over
+  // duplicate keys is AlreadyExists naming the index and the key, and leaves nothing behind.
+  virtual absl::StatusOr<Index> CreateIndex(const IndexSchema& schema,
+                                            const IndexBuildOptions& build = {}) = 0;
   // NotFound for an unknown name.
   virtual absl::StatusOr<Table> GetTable(std::string_view name) = 0;
   virtual absl::StatusOr<Index> GetIndex(std::string_view name) = 0;
@@ -87,6 +92,8 @@ class Database {
   virtual DatabaseStats stats() = 0;
   // Versions and garbage of a table, counted by walking its pages.
   virtual absl::StatusOr<TableStats> GetTableStats(const Table& table) = 0;
+  // What the last build of an index counted and how it went (IndexStats).
+  virtual absl::StatusOr<IndexStats> GetIndexStats(const Index& index) = 0;
   // Collects the garbage of every table now (what the background collector and readers do
   // bit by bit): versions no active snapshot can see, dead versions, and their index entries.
   // Returns its own error, or else the first background error not reported yet (see

@@ -39,10 +39,15 @@ struct Options {
   int blob_temp_space = 1;                    // BlobTempSpace: 0, 1 or 2 (architecture.md)
   // --- workers and garbage collection
   int parallel_workers = 1;                   // ParallelWorkers
-  int max_parallel_workers = 1;               // MaxParallelWorkers
+  int max_parallel_workers = 1;               // MaxParallelWorkers (up to 64)
+  // WorkerIdleTimeout (seconds in the file): a worker thread ends after this long unused.
+  uint64_t worker_idle_timeout_ms = 60000;
   GcPolicy gc_policy = GcPolicy::kCombined;   // GCPolicy
   // --- savepoints
   bool no_savepoint = false;                  // every transaction without an undo log
+  // SortMemoryLimit: memory an index build's sort holds (its workers together) before it
+  // writes sorted runs to temp space (at least 64 KB).
+  uint64_t sort_memory_limit = 64ull << 20;
   uint64_t undo_memory_limit = 64ull << 20;   // UndoMemoryLimit: before-images in memory per
                                               // transaction before they spill to temp space
   uint64_t sweep_interval = 20000;            // SweepInterval (0 = no automatic sweep)

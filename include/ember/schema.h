@@ -34,6 +34,15 @@ struct IndexSchema {
   bool unique = false;
 };
 
+// How an index is built (Database::CreateIndex on a populated table, and rebuilds).
+struct IndexBuildOptions {
+  int workers = 0;        // 0: Options::parallel_workers; capped by max_parallel_workers
+  int fill_percent = 90;  // how full the bulk build fills pages (room for later inserts)
+  // kBulk: scan, sort, merge and a bottom-up build, on `workers` workers. kInsert: one entry at
+  // a time through the tree, as writes add them (one worker; for comparison and checks).
+  enum class Method { kBulk, kInsert } method = Method::kBulk;
+};
+
 // The id of a stored BLOB (used by the BLOB layer).
 struct BlobId {
   uint64_t value = 0;

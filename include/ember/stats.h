@@ -66,6 +66,27 @@ struct TableStats {
   uint64_t pages_with_garbage = 0;  // flagged as possibly holding garbage
 };
 
+// An index as its last build found it (Database::GetIndexStats): Firebird's selectivity is
+// 1 / distinct_keys. Counted by the bulk build (CreateIndex on a populated table); an index
+// created on an empty table, or since changed by writes, is not recounted (`built` false for
+// the former).
+struct IndexStats {
+  bool built = false;           // a bulk build ran (the figures below are its)
+  uint64_t entries = 0;         // index entries (one per key of each non-dead version)
+  uint64_t distinct_keys = 0;   // distinct key values among them
+  uint64_t leaf_pages = 0;
+  uint64_t internal_pages = 0;
+  uint32_t depth = 0;           // levels, the leaves included
+  int workers = 0;              // workers the build ran on
+  // Its phases: reading the table (scan), sorting the workers' runs (sort), merging key ranges
+  // while writing their leaves (merge), linking the ranges and building the levels above
+  // (finish).
+  double scan_seconds = 0, sort_seconds = 0, merge_seconds = 0, finish_seconds = 0;
+  uint64_t sort_runs = 0;          // sorted runs (one per worker, more when the memory filled)
+  uint64_t spill_bytes = 0;        // bytes of runs written to temp space
+  uint64_t sort_peak_memory = 0;   // bytes the sort held at most (within sort_memory_limit)
+};
+
 // A transaction's undo log (Transaction::undo_stats). The database hands an ended
 // transaction's log, with the memory it grew, to a later transaction (up to 128 MB each, two
 // logs), so memory_bytes may start above zero.

@@ -1,0 +1,293 @@
+// DatabaseImpl::BuildIndex: the bulk build of an index over a populated table, every stage on
+// the database's workers (engine/worker):
+// - scan: the table's data page sequences, cut into chunks many more than the workers and
+//   claimed as they go, each worker extracting (entry, flag) for every key of every non-dead
+//   version (exactly what the incremental path inserts) into its own sorter (engine/sort),
+//   which spills sorted runs to temp space past its share of sort_memory_limit;
+// - sort: each worker sorts what it holds;
+// - merge: the entries are cut into as many key ranges as workers by splitters sampled from the
+//   runs, and each worker merges its range from every run, writing the range's leaves as the
+//   entries come (index::BulkBuild);
+// - finish: the ranges are stitched together and the levels above built.
+// A unique index is checked on the merged stream: two records whose newest live versions have
+// the same key (no column NULL). The caller holds the table's rows lock exclusively (no change
+// of the table runs meanwhile) and publishes the index when this returns OK; on an error
+// nothing of the build is left (its pages are freed).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "engine/db/db_state.h"
+#include "engine/index/btree_build.h"
+#include "engine/record/record_format.h"
+#include "engine/sort/key_sorter.h"
+#include "engine/worker/worker_pool.h"
+
+namespace ember::db {
+
+using internal::IndexState;
+using internal::TableState;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The sort's value of an entry: bit 0 set for the key of a record's newest live version when
+// no key column is NULL (the key a unique index must not see twice).
+constexpr uint64_t kUniqueKey = 1;
+
+// What the merge of one key range saw, for the checks across ranges.
+struct RangeSummary {
+  uint64_t entries = 0;
+  uint64_t distinct = 0;     // key changes within the range (its first key counts)
+  std::string first_key;     // key part of its first entry
+  std::string last_key;      // and of its last
+  std::string first_unique;  // key part of its first kUniqueKey entry (with has_unique)
+  std::string last_unique;
+  bool has_unique = false;
+};
+
+}  // namespace
+
+absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexBuildOptions& opt,
+                                      IndexStats* stats) {
+  if (build_hook_) build_hook_();
+  if (opt.method == IndexBuildOptions::Method::kInsert) {
+    const Clock::time_point t0 = Clock::now();
+    absl::Status s = BuildIndexByInserts(ix, txn, stats);
+    stats->scan_seconds = Since(t0);
+    stats->workers = 1;
+    return s;
+  }
+  TableState* t = ix->table;
+  record::Relation* rel = t->relation.get();
+  const size_t ncols = t->schema.columns.size();
+  const uint32_t nseq = rel->PageSequences();
+  worker::WorkerPool* pool = workers();
+  const int w = pool->WorkersFor(opt.workers > 0 ? opt.workers : options_.parallel_workers);
+  stats->workers = w;
+
+  // --- scan
+  Clock::time_point t0 = Clock::now();
+  std::vector<std::unique_ptr<sort::RunBuilder>> sorters;
+  for (int i = 0; i < w; ++i) {
+    sorters.push_back(std::make_unique<sort::RunBuilder>(
+        temp_.get(), std::max<uint64_t>(options_.sort_memory_limit / static_cast<uint64_t>(w),
+                                        uint64_t{64} << 10)));
+  }
+  constexpr uint32_t kChunk = internal::kReadAhead;  // page sequences per work item
+  const size_t chunks = (nseq + kChunk - 1) / kChunk;
+  absl::Status s = pool->Run(w, chunks, [&](size_t item, const worker::TaskContext& ctx) {
+    sort::RunBuilder& out = *sorters[static_cast<size_t>(ctx.worker)];
+    const uint32_t first = static_cast<uint32_t>(item) * kChunk;
+    const uint32_t end = std::min(nseq, first + kChunk);
+    rel->PrefetchPages(first, end - first);
+    std::vector<std::pair<std::string, uint64_t>> keys;  // of the record being read
+    uint64_t cur = ~uint64_t{0};  // no record yet
+    bool newest_seen = false;
+    Row row;
+    // Versions with the same key make one entry (the flag of any).
+    auto flush = [&]() -> absl::Status {
+      std::sort(keys.begin(), keys.end());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        uint64_t flag = keys[i].second;
+        while (i + 1 < keys.size() && keys[i + 1].first == keys[i].first) flag |= keys[++i].second;
+        if (absl::Status as = out.Add(keys[i].first, flag); !as.ok()) return as;
+      }
+      keys.clear();
+      return absl::OkStatus();
+    };
+    for (uint32_t seq = first; seq < end && !ctx.cancelled(); ++seq) {
+      absl::Status bad;
+      std::pair<page::PageNo, uint16_t> at;
+      absl::Status vs = rel->ForEachVersionOnPage(
+          seq,
+          [&](uint64_t rec, uint64_t writer, bool deleted, std::string_view raw) {
+            if (rec != cur) {
+              if (bad = flush(); !bad.ok()) return false;
+              cur = rec;
+              newest_seen = false;
+            }
+            const bool live = txns_->StateOf(writer) != txn::kCnDead;
+            if (!deleted) {
+              // An index without this version's key would be silently incomplete: refuse.
+              if (absl::Status ds = record::DecodeRow(raw, ncols, &row); !ds.ok()) {
+                bad = internal::UndecodableVersion(*t, rec, at, ds);
+                return false;
+              }
+              std::string key;
+              const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
+              const uint64_t flag = live && !newest_seen && !has_null ? kUniqueKey : 0;
+              keys.emplace_back(internal::IndexEntry(key, rec), flag);
+            }
+            if (live) newest_seen = true;
+            return true;
+          },
+          &at);
+      if (!bad.ok()) return bad;
+      if (!vs.ok()) return vs;
+    }
+    return flush();
+  });
+  stats->scan_seconds = Since(t0);
+  if (!s.ok()) return s;
+
+  // --- sort
+  t0 = Clock::now();
+  s = pool->Run(w, sorters.size(), [&](size_t i, const worker::TaskContext&) {
+    return sorters[i]->Finish();
+  });
+  stats->sort_seconds = Since(t0);
+  if (!s.ok()) return s;
+
+  // --- merge, writing each range's leaves
+  t0 = Clock::now();
+  std::vector<sort::RunBuilder*> runs;
+  for (auto& b : sorters) runs.push_back(b.get());
+  sort::Merger merger(runs);
+  const std::vector<std::string> splitters = merger.Splitters(w);
+  const int ranges = static_cast<int>(splitters.size()) + 1;
+  index::BulkBuild bulk(cache_.get(), space_.get(), 0, static_cast<uint16_t>(ix->id), txn,
+                        ix->tree->root(), ranges, opt.fill_percent);
+  std::vector<RangeSummary> sums(static_cast<size_t>(ranges));
+  s = pool->Run(w, static_cast<size_t>(ranges), [&](size_t r, const worker::TaskContext& ctx) {
+    RangeSummary& sum = sums[r];
+    const std::string_view lo = r == 0 ? std::string_view() : splitters[r - 1];
+    const std::string_view hi = r + 1 == static_cast<size_t>(ranges) ? std::string_view()
+                                                                       : splitters[r];
+    std::string_view key;
+    uint64_t rec = 0;
+    return merger.MergeRange(lo, hi, [&](std::string_view entry, uint64_t flag) -> absl::Status {
+      if (ctx.cancelled()) return absl::CancelledError("index build cancelled");
+      if (!internal::ParseIndexEntry(*ix, entry, &key, &rec)) {
+        return absl::InternalError(absl::StrCat("index build: entry of index ", ix->schema.name,
+                                                " does not parse"));
+      }
+      if (sum.entries == 0) {
+        sum.first_key.assign(key);
+        sum.distinct = 1;
+      } else if (key != sum.last_key) {
+        ++sum.distinct;
+      }
+      if (flag & kUniqueKey) {
+        if (!sum.has_unique) {
+          sum.has_unique = true;
+          sum.first_unique.assign(key);
+        } else if (ix->schema.unique && key == sum.last_unique) {
+          return absl::AlreadyExistsError(
+              absl::StrCat("unique index ", ix->schema.name, ": table ", t->schema.name,
+                           " has duplicate key ", absl::CHexEscape(absl::string_view(key.data(), key.size()))));
+        }
+        sum.last_unique.assign(key);
+      }
+      sum.last_key.assign(key);
+      ++sum.entries;
+      return bulk.Add(static_cast<int>(r), entry, 0);
+    });
+  });
+  // Across ranges: a key can straddle a splitter. The stream is sorted, so two kUniqueKey
+  // entries with the same key, one on each side, have only that key between them.
+  std::string_view prev_unique, prev_key;
+  bool have_unique = false, have_key = false;
+  uint64_t entries = 0, distinct = 0;
+  for (const RangeSummary& sum : sums) {
+    if (!s.ok()) break;
+    if (sum.entries == 0) continue;
+    entries += sum.entries;
+    distinct += sum.distinct - (have_key && sum.first_key == prev_key ? 1 : 0);
+    if (ix->schema.unique && have_unique && sum.has_unique && sum.first_unique == prev_unique) {
+      s = absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name, ": table ",
+                                                t->schema.name, " has duplicate key ",
+                                                absl::CHexEscape(absl::string_view(prev_unique.data(), prev_unique.size()))));
+    }
+    if (sum.has_unique) {
+      prev_unique = sum.last_unique;
+      have_unique = true;
+    }
+    prev_key = sum.last_key;
+    have_key = true;
+  }
+  stats->merge_seconds = Since(t0);
+
+  // --- finish
+  t0 = Clock::now();
+  if (s.ok()) s = bulk.Complete();
+  stats->finish_seconds = Since(t0);
+  if (!s.ok()) {
+    bulk.Abandon();
+    return s;
+  }
+  const sort::SortStats ss = merger.stats();
+  const index::BulkBuildStats bs = bulk.stats();
+  stats->built = true;
+  stats->entries = entries;
+  stats->distinct_keys = distinct;
+  stats->leaf_pages = bs.leaf_pages;
+  stats->internal_pages = bs.internal_pages;
+  stats->depth = static_cast<uint32_t>(bs.depth);
+  stats->sort_runs = ss.runs;
+  stats->spill_bytes = ss.spill_bytes;
+  stats->sort_peak_memory = ss.peak_memory;
+  return absl::OkStatus();
+}
+
+// The build one entry at a time through the tree, as writes insert them: the baseline of the
+// bulk build (IndexBuildOptions::method kInsert), and what the bulk build must match.
+absl::Status DatabaseImpl::BuildIndexByInserts(IndexState* ix, uint64_t txn, IndexStats* stats) {
+  // An entry for every key any version of any record has (architecture.md, MVCC).
+  record::Relation* rel = ix->table->relation.get();
+  const size_t ncols = ix->table->schema.columns.size();
+  const uint32_t n = rel->PageSequences();
+  std::vector<uint64_t> recs;
+  absl::flat_hash_map<std::string, uint64_t> unique_keys;  // newest live key -> record
+  bool dup = false;
+  for (uint32_t seq = 0; seq < n; ++seq) {
+    recs.clear();
+    if (absl::Status s = rel->ListRecords(seq, &recs); !s.ok()) return s;
+    for (uint64_t rec : recs) {
+      std::vector<std::string> keys;
+      bool newest_seen = false;
+      absl::Status bad;
+      std::pair<page::PageNo, uint16_t> at;
+      absl::Status s = rel->ForEachVersion(rec, [&](uint64_t writer, bool deleted,
+                                                    std::string_view raw) {
+        const bool live = txns_->StateOf(writer) != txn::kCnDead;
+        Row row;
+        if (!deleted) {
+          // An index without this version's key would be silently incomplete: refuse instead.
+          bad = record::DecodeRow(raw, ncols, &row);
+          if (!bad.ok()) return false;
+          std::string key;
+          const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
+          if (ix->schema.unique && live && !newest_seen && !has_null) {
+            if (!unique_keys.emplace(key, rec).second) dup = true;
+          }
+          keys.push_back(std::move(key));
+        }
+        if (live) newest_seen = true;
+        return true;
+      }, &at);
+      if (!bad.ok()) return internal::UndecodableVersion(*ix->table, rec, at, bad);
+      if (!s.ok()) return s;
+      if (dup) {
+        return absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name,
+                                                     ": table ", ix->table->schema.name,
+                                                     " has duplicate keys"));
+      }
+      for (const std::string& key : keys) {
+        absl::Status is = ix->tree->Insert(internal::IndexEntry(key, rec), 0, txn);
+        if (is.ok()) ++stats->entries;
+        if (!is.ok() && !absl::IsAlreadyExists(is)) return is;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ember::db

@@ -1,0 +1,140 @@
+// WorkerPool (see worker_pool.h).
+#include "engine/worker/worker_pool.h"
+
+#include <algorithm>
+
+namespace ember::worker {
+
+struct Task {
+  const WorkerPool::ItemFn* fn = nullptr;
+  size_t items = 0;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;
+  std::condition_variable left;  // a helper left the task
+  absl::Status first_error;      // guarded by mu
+  int want = 0;                  // guarded by the pool's mu_: helpers still welcome
+  int joined = 0;                // guarded by the pool's mu_: helpers that came (1..)
+  int inside = 0;                // guarded by mu: helpers working on it now
+};
+
+bool TaskContext::cancelled() const {
+  return task_ != nullptr && task_->cancelled.load(std::memory_order_relaxed);
+}
+
+WorkerPool::WorkerPool(int max_workers, std::chrono::milliseconds idle_timeout)
+    : max_workers_(std::clamp(max_workers, 1, 64)), idle_timeout_(idle_timeout) {}
+
+WorkerPool::~WorkerPool() {
+  std::list<Thread> all;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+    all.swap(threads_);
+  }
+  cv_.notify_all();
+  for (Thread& t : all) t.t.join();
+}
+
+int WorkerPool::WorkersFor(int requested) const { return std::clamp(requested, 1, max_workers_); }
+
+int WorkerPool::threads_alive() const {
+  std::lock_guard<std::mutex> g(mu_);
+  int n = 0;
+  for (const Thread& t : threads_) n += t.exited ? 0 : 1;
+  return n;
+}
+
+void WorkerPool::ReapLocked(std::list<Thread>* done) {
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    auto next = std::next(it);
+    if (it->exited) done->splice(done->end(), threads_, it);
+    it = next;
+  }
+}
+
+void WorkerPool::Work(Task* task, int worker) {
+  TaskContext ctx;
+  ctx.worker = worker;
+  ctx.task_ = task;
+  while (!task->cancelled.load(std::memory_order_relaxed)) {
+    const size_t i = task->next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= task->items) break;
+    absl::Status s = (*task->fn)(i, ctx);
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> g(task->mu);
+      if (task->first_error.ok()) task->first_error = std::move(s);
+      task->cancelled.store(true);
+    }
+  }
+}
+
+void WorkerPool::Loop(Thread* self) {
+  std::unique_lock<std::mutex> g(mu_);
+  for (;;) {
+    ++idle_;
+    const bool woke = cv_.wait_for(g, idle_timeout_, [&] { return stop_ || !queue_.empty(); });
+    --idle_;
+    if (stop_ || !woke) break;  // stopping, or idle for the whole timeout
+    Task* task = queue_.front();
+    const int worker = ++task->joined;
+    if (--task->want == 0) queue_.pop_front();
+    {
+      std::lock_guard<std::mutex> tg(task->mu);
+      ++task->inside;
+    }
+    g.unlock();
+    Work(task, worker);
+    {
+      std::lock_guard<std::mutex> tg(task->mu);
+      --task->inside;
+      // Notified under the task's mutex: the caller may destroy the task once it sees 0.
+      task->left.notify_all();
+    }
+    g.lock();
+  }
+  self->exited = true;
+}
+
+absl::Status WorkerPool::Run(int workers, size_t items, const ItemFn& fn) {
+  if (items == 0) return absl::OkStatus();
+  tasks_run_.fetch_add(1);
+  Task task;
+  task.fn = &fn;
+  task.items = items;
+  const int helpers =
+      static_cast<int>(std::min<size_t>(static_cast<size_t>(WorkersFor(workers) - 1), items - 1));
+  std::list<Thread> done;
+  if (helpers > 0) {
+    std::lock_guard<std::mutex> g(mu_);
+    ReapLocked(&done);
+    task.want = helpers;
+    queue_.push_back(&task);
+    // Threads for the helpers no idle thread can be: up to max_workers - 1 in all.
+    int alive = 0;
+    for (const Thread& t : threads_) alive += t.exited ? 0 : 1;
+    const int start = std::min(helpers - idle_, max_workers_ - 1 - alive);
+    for (int i = 0; i < start; ++i) {
+      threads_.emplace_back();
+      Thread* t = &threads_.back();
+      t->t = std::thread([this, t] { Loop(t); });
+    }
+  }
+  for (Thread& t : done) t.t.join();
+  if (helpers > 0) cv_.notify_all();
+  Work(&task, 0);
+  if (helpers > 0) {
+    // No helper joins from now on; then wait for those inside.
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = std::find(queue_.begin(), queue_.end(), &task);
+      if (it != queue_.end()) queue_.erase(it);
+    }
+    std::unique_lock<std::mutex> tg(task.mu);
+    task.left.wait(tg, [&] { return task.inside == 0; });
+  }
+  std::lock_guard<std::mutex> tg(task.mu);
+  return task.first_error;
+}
+
+}  // namespace ember::worker

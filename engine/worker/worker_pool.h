@@ -1,0 +1,77 @@
+// The database's pool of parallel workers (Firebird 5's parallel workers, for the index build
+// and the sweep). A task is a number of items claimed one by one from a shared counter, so
+// uneven items balance; the calling thread works on it as worker 0 and pool threads join as
+// workers 1..W-1 when they are free. Threads start when a task first needs them and end after
+// `idle_timeout` without work. The first error of any item cancels the task (items not yet
+// claimed never start; items in flight see TaskContext::cancelled()) and is its result; Run
+// returns only once no worker is inside the task any more.
+//
+// Thread safety: Run may be called from several threads at once; a task never waits for
+// another's items (with no free thread it runs on fewer workers, down to its caller alone).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+
+namespace ember::worker {
+
+struct Task;
+
+class TaskContext {
+ public:
+  int worker = 0;  // 0: the thread that called Run; pool threads 1..W-1
+  // True once some item of the task failed: a long item should stop early.
+  bool cancelled() const;
+
+ private:
+  friend class WorkerPool;
+  const Task* task_ = nullptr;
+};
+
+class WorkerPool {
+ public:
+  // At most `max_workers` workers per task (1..64), the caller included, so at most
+  // max_workers - 1 threads.
+  WorkerPool(int max_workers, std::chrono::milliseconds idle_timeout);
+  ~WorkerPool();  // joins every thread (no Run may be in progress)
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // The workers a task asking for `requested` gets: at least 1, at most max_workers.
+  int WorkersFor(int requested) const;
+  using ItemFn = std::function<absl::Status(size_t item, const TaskContext& ctx)>;
+  // Runs fn(item, ctx) for every item in [0, items) on WorkersFor(workers) workers.
+  absl::Status Run(int workers, size_t items, const ItemFn& fn);
+
+  int threads_alive() const;
+  uint64_t tasks_run() const { return tasks_run_.load(); }
+
+ private:
+  struct Thread {
+    std::thread t;
+    bool exited = false;  // guarded by mu_
+  };
+  void Loop(Thread* self);
+  static void Work(Task* task, int worker);
+  void ReapLocked(std::list<Thread>* done);  // moves exited threads to `done` (joined outside)
+
+  const int max_workers_;
+  const std::chrono::milliseconds idle_timeout_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;        // work queued, or stop
+  std::deque<Task*> queue_;           // guarded by mu_: tasks that want more workers
+  std::list<Thread> threads_;         // guarded by mu_
+  int idle_ = 0;                      // guarded by mu_: threads waiting for work
+  bool stop_ = false;                 // guarded by mu_
+  std::atomic<uint64_t> tasks_run_{0};
+};
+
+}  // namespace ember::worker
