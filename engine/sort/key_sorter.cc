@@ -11,7 +11,8 @@ namespace ember::sort {
 namespace {
 
 constexpr size_t kEntryOverhead = 2 + 8;        // u16 key length, u64 value
-constexpr uint64_t kSampleEvery = 256;          // entries between samples of a spilled run
+// Entries between samples of a spilled run: at most 256, and at least 64 samples a run.
+constexpr uint64_t kMaxSampleEvery = 256, kMinSamples = 64;
 constexpr size_t kWriteBlock = size_t{1} << 20;  // bytes per TempSpace write of a spill
 constexpr size_t kReadBlock = size_t{256} << 10;  // bytes per TempSpace read of a merge
 
@@ -83,6 +84,7 @@ absl::Status RunBuilder::Spill() {
   SortRecs();
   SpilledRun run;
   run.entries = recs_.size();
+  run.sample_every = std::clamp<uint64_t>(run.entries / kMinSamples, 1, kMaxSampleEvery);
   for (const Rec& r : recs_) run.bytes += kEntryOverhead + r.len;
   absl::StatusOr<uint64_t> ext = temp_->Allocate(run.bytes);
   if (!ext.ok()) return ext.status();
@@ -100,7 +102,7 @@ absl::Status RunBuilder::Spill() {
   };
   for (size_t i = 0; i < recs_.size(); ++i) {
     const Rec& r = recs_[i];
-    if (i % kSampleEvery == 0) run.samples.emplace_back(std::string(KeyOf(r)), written + buf.size());
+    if (i % run.sample_every == 0) run.samples.emplace_back(std::string(KeyOf(r)), written + buf.size());
     const size_t at = buf.size();
     buf.resize(at + kEntryOverhead + r.len);
     std::memcpy(buf.data() + at, arena_.data() + r.off, kEntryOverhead + r.len);
@@ -255,7 +257,7 @@ std::vector<std::string> Merger::Splitters(int parts) const {
     for (const RunBuilder::SpilledRun& r : b->spilled_) {
       for (size_t i = 0; i < r.samples.size(); ++i) {
         samples.emplace_back(r.samples[i].first,
-                             std::min<uint64_t>(kSampleEvery, r.entries - i * kSampleEvery));
+                             std::min<uint64_t>(r.sample_every, r.entries - i * r.sample_every));
       }
     }
   }

@@ -65,7 +65,8 @@ class RunBuilder {
     uint64_t extent = 0;  // TempSpace offset
     uint64_t bytes = 0;
     uint64_t entries = 0;
-    // Every kSampleEvery-th entry: its key and byte offset in the run (seeks and splitters).
+    // Every sample_every-th entry: its key and byte offset in the run (seeks and splitters).
+    uint64_t sample_every = 1;
     std::vector<std::pair<std::string, uint64_t>> samples;
   };
   void SortRecs();
