@@ -98,6 +98,8 @@ absl::Status EncodeKeyPrefix(const IndexState& ix, const Row& values, std::strin
 // that many big-endian bytes (no high zero bytes). Entries order by key, then by record number.
 // The tree's value is 0: the key carries the record (docs/format.md, "Index entries").
 std::string IndexEntry(std::string_view key, uint64_t rec);
+// Appends what IndexEntry puts after the key.
+void AppendRecordNumber(uint64_t rec, std::string* entry);
 // The longest encoded key (all key columns, before IndexEntry appends the record number) an
 // index takes with pages of `page_size` (Database::max_key_size).
 uint32_t MaxIndexKey(uint32_t page_size);

@@ -39,8 +39,10 @@ double Since(Clock::time_point t) {
 }
 
 // The sort's value of an entry: bit 0 set for the key of a record's newest live version when
-// no key column is NULL (the key a unique index must not see twice).
+// no key column is NULL (the key a unique index must not see twice), and from bit 1 on the
+// length of the key part (the entry without its record number), which the merge needs.
 constexpr uint64_t kUniqueKey = 1;
+constexpr int kKeyLenShift = 1;
 
 // What the merge of one key range saw, for the checks across ranges.
 struct RangeSummary {
@@ -88,19 +90,23 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
     const uint32_t first = static_cast<uint32_t>(item) * kChunk;
     const uint32_t end = std::min(nseq, first + kChunk);
     rel->PrefetchPages(first, end - first);
-    std::vector<std::pair<std::string, uint64_t>> keys;  // of the record being read
+    // The entries of the record being read: keys[0, nkeys), buffers kept from record to record.
+    std::vector<std::pair<std::string, uint64_t>> keys;
+    size_t nkeys = 0;
     uint64_t cur = ~uint64_t{0};  // no record yet
     bool newest_seen = false;
     Row row;
-    // Versions with the same key make one entry (the flag of any).
+    // Versions with the same key make one entry (with the flag of any).
     auto flush = [&]() -> absl::Status {
-      std::sort(keys.begin(), keys.end());
-      for (size_t i = 0; i < keys.size(); ++i) {
-        uint64_t flag = keys[i].second;
-        while (i + 1 < keys.size() && keys[i + 1].first == keys[i].first) flag |= keys[++i].second;
-        if (absl::Status as = out.Add(keys[i].first, flag); !as.ok()) return as;
+      if (nkeys > 1) {
+        std::sort(keys.begin(), keys.begin() + static_cast<ptrdiff_t>(nkeys));
       }
-      keys.clear();
+      for (size_t i = 0; i < nkeys; ++i) {
+        uint64_t v = keys[i].second;
+        while (i + 1 < nkeys && keys[i + 1].first == keys[i].first) v |= keys[++i].second;
+        if (absl::Status as = out.Add(keys[i].first, v); !as.ok()) return as;
+      }
+      nkeys = 0;
       return absl::OkStatus();
     };
     for (uint32_t seq = first; seq < end && !ctx.cancelled(); ++seq) {
@@ -121,10 +127,14 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
                 bad = internal::UndecodableVersion(*t, rec, at, ds);
                 return false;
               }
-              std::string key;
-              const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
-              const uint64_t flag = live && !newest_seen && !has_null ? kUniqueKey : 0;
-              keys.emplace_back(internal::IndexEntry(key, rec), flag);
+              if (nkeys == keys.size()) keys.emplace_back();
+              std::string& entry = keys[nkeys].first;
+              const bool has_null = internal::EncodeIndexKey(*ix, row, &entry);
+              const uint64_t key_len = entry.size();
+              internal::AppendRecordNumber(rec, &entry);
+              keys[nkeys].second =
+                  key_len << kKeyLenShift | (live && !newest_seen && !has_null ? kUniqueKey : 0);
+              ++nkeys;
             }
             if (live) newest_seen = true;
             return true;
@@ -161,14 +171,11 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
     const std::string_view lo = r == 0 ? std::string_view() : splitters[r - 1];
     const std::string_view hi = r + 1 == static_cast<size_t>(ranges) ? std::string_view()
                                                                        : splitters[r];
-    std::string_view key;
-    uint64_t rec = 0;
     return merger.MergeRange(lo, hi, [&](std::string_view entry, uint64_t flag) -> absl::Status {
-      if (ctx.cancelled()) return absl::CancelledError("index build cancelled");
-      if (!internal::ParseIndexEntry(*ix, entry, &key, &rec)) {
-        return absl::InternalError(absl::StrCat("index build: entry of index ", ix->schema.name,
-                                                " does not parse"));
+      if ((sum.entries & 0xFFF) == 0 && ctx.cancelled()) {
+        return absl::CancelledError("index build cancelled");
       }
+      const std::string_view key = entry.substr(0, flag >> kKeyLenShift);
       if (sum.entries == 0) {
         sum.first_key.assign(key);
         sum.distinct = 1;

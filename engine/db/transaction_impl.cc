@@ -67,13 +67,17 @@ uint32_t MaxIndexKey(uint32_t page_size) {
   return index::MaxKeySize(page_size) - 9;  // IndexEntry adds a count and up to 8 bytes
 }
 
-std::string IndexEntry(std::string_view key, uint64_t rec) {
+void AppendRecordNumber(uint64_t rec, std::string* entry) {
   const size_t n = util::SignificantBytes(rec);
+  entry->push_back(static_cast<char>(n));
+  for (size_t i = n; i-- > 0;) entry->push_back(static_cast<char>((rec >> (8 * i)) & 0xFF));
+}
+
+std::string IndexEntry(std::string_view key, uint64_t rec) {
   std::string e;
-  e.reserve(key.size() + 1 + n);
+  e.reserve(key.size() + 9);
   e.append(key);
-  e.push_back(static_cast<char>(n));
-  for (size_t i = n; i-- > 0;) e.push_back(static_cast<char>((rec >> (8 * i)) & 0xFF));
+  AppendRecordNumber(rec, &e);
   return e;
 }
 

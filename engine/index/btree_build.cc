@@ -81,15 +81,14 @@ absl::StatusOr<PageNo> BulkBuild::NextPage(Range& r) {
 }
 
 absl::Status BulkBuild::WriteNode(PageNo no, const BtreePageBuilder& b, PageNo left, PageNo right,
-                                  PageNo low, std::string_view fence,
-                                  const std::vector<PageNo>& children) {
+                                  PageNo low, std::string_view fence) {
   absl::StatusOr<PageRef> ref =
       no == root_ ? cache_->Fetch(no, LatchMode::kExclusive) : space_->Claim(no);
   if (!ref.ok()) return ref.status();
-  // Children before their parent (careful write); a no-op for a child already on disk.
-  for (PageNo c : children) {
-    if (absl::Status s = cache_->AddPrecedence(*ref, c); !s.ok()) return s;
-  }
+  // No precedence among the build's own pages: nothing links to any of them until the commit
+  // that publishes the index, and that commit writes them all before its TIP (see the file
+  // comment). An edge per child would also cost a cycle search per child, and a node with
+  // hundreds of children exhausts that search, which then writes the subtree early.
   page::InitPage(ref->data(), ps_, page::PageType::kBtree, no);
   if (!b.Finish(ref->data(), left, right, low, fence)) {
     return absl::InternalError(absl::StrCat("index build: btree page ", no, " does not fit"));
@@ -110,7 +109,7 @@ absl::Status BulkBuild::CloseLeaf(Range& r, std::string_view next_key) {
     r.first_right = *next;
     r.first_fence = fence;
   } else {
-    if (absl::Status s = WriteNode(r.cur_no, r.cur, r.prev_no, *next, page::kNoPage, fence, {});
+    if (absl::Status s = WriteNode(r.cur_no, r.cur, r.prev_no, *next, page::kNoPage, fence);
         !s.ok()) {
       return s;
     }
@@ -131,10 +130,16 @@ absl::Status BulkBuild::Add(int ri, std::string_view key, uint64_t value) {
     if (!no.ok()) return no.status();
     r.cur_no = *no;
     r.first_key.assign(key.data(), key.size());
-  } else if (r.cur.SizeWith(key, value, 0) > target_ ||
-             r.cur.SizeWith(key, value, key.size() + 1) > ps_) {
+  } else {
+    const size_t prefix = r.cur.PrefixFor(key);
+    const size_t size = r.cur.used() + r.cur.Growth(key, value, prefix);
     // Full: the room kept for a fence covers the longest one this leaf can get (the separator
     // of its last key and the next is at most one byte longer than that last key).
+    if (size <= target_ && size + page::bt::kFenceOverhead + key.size() + 1 <= ps_) {
+      r.cur.Add(key, value, prefix);
+      ++r.entries;
+      return absl::OkStatus();
+    }
     if (absl::Status s = CloseLeaf(r, key); !s.ok()) return s;
   }
   r.cur.Add(key, value);
@@ -175,20 +180,13 @@ absl::Status BulkBuild::BuildLevel(std::vector<Child>* level, uint8_t height) {
     }
   }
   std::vector<Child> above;
-  std::vector<PageNo> children;
   for (size_t g = 0; g < nodes; ++g) {
     b.Reset(relation_id_, index_id_, height);
-    children.clear();
-    children.push_back(c[starts[g]].page);
-    for (size_t j = starts[g] + 1; j < starts[g + 1]; ++j) {
-      b.Add(c[j].lower, c[j].page);
-      children.push_back(c[j].page);
-    }
+    for (size_t j = starts[g] + 1; j < starts[g + 1]; ++j) b.Add(c[j].lower, c[j].page);
     const bool last = g + 1 == nodes;
     const std::string_view fence = last ? std::string_view() : c[starts[g + 1]].lower;
     if (absl::Status s = WriteNode(pages[g], b, g == 0 ? page::kNoPage : pages[g - 1],
-                                   last ? page::kNoPage : pages[g + 1], c[starts[g]].page, fence,
-                                   children);
+                                   last ? page::kNoPage : pages[g + 1], c[starts[g]].page, fence);
         !s.ok()) {
       return s;
     }
@@ -210,7 +208,7 @@ absl::Status BulkBuild::Complete() {
   if (full.size() == 1 && !full[0]->first_closed) {
     // One leaf in all: it is the root, and the page it was given is not needed.
     Range& r = *full[0];
-    result = WriteNode(root_, r.cur, page::kNoPage, page::kNoPage, page::kNoPage, {}, {});
+    result = WriteNode(root_, r.cur, page::kNoPage, page::kNoPage, page::kNoPage, {});
     if (result.ok()) stats_.leaf_pages = 1;
     unused = r.cur_no;
   } else if (!full.empty()) {
@@ -224,13 +222,13 @@ absl::Status BulkBuild::Complete() {
           next ? (next->first_closed ? next->first_no : next->cur_no) : page::kNoPage;
       if (r.first_closed) {
         result = WriteNode(r.first_no, r.first, left, r.first_right, page::kNoPage,
-                           r.first_fence, {});
+                           r.first_fence);
         if (result.ok()) {
-          result = WriteNode(r.cur_no, r.cur, r.prev_no, right, page::kNoPage, fence, {});
+          result = WriteNode(r.cur_no, r.cur, r.prev_no, right, page::kNoPage, fence);
         }
         r.written += 2;
       } else {
-        result = WriteNode(r.cur_no, r.cur, left, right, page::kNoPage, fence, {});
+        result = WriteNode(r.cur_no, r.cur, left, right, page::kNoPage, fence);
         r.written += 1;
       }
       r.leaves.push_back(Child{std::move(r.cur_lower), r.cur_no});

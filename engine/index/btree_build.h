@@ -7,7 +7,10 @@
 //
 // Every page is encoded once, in its final form, and marked for the building transaction, so
 // each is written once (by the commit's flush, or by an eviction if the cache is smaller than
-// the index). A leaf's right sibling and fence are known only when the next leaf starts, so a
+// the index). No careful-write edges are recorded among these pages: until the transaction
+// that publishes the index commits, nothing on disk links to any of them, and its commit
+// writes (and syncs) them all before the TIP that makes the index exist, so the order in which
+// they reach the disk cannot matter. A leaf's right sibling and fence are known only when the next leaf starts, so a
 // range holds back its first leaf (whose left neighbour is the previous range's last) and its
 // last one until Complete. Nothing on disk links to any page of the build until the
 // transaction that publishes the index commits; a crash before that leaves unreachable pages
@@ -65,8 +68,7 @@ class BulkBuild {
   };
   absl::StatusOr<page::PageNo> NextPage(Range& r);
   absl::Status WriteNode(page::PageNo no, const page::BtreePageBuilder& b, page::PageNo left,
-                         page::PageNo right, page::PageNo low, std::string_view fence,
-                         const std::vector<page::PageNo>& children);
+                         page::PageNo right, page::PageNo low, std::string_view fence);
   absl::Status CloseLeaf(Range& r, std::string_view next_key);
   // Builds the level above `level` (its pages in order); the result replaces `level`.
   absl::Status BuildLevel(std::vector<Child>* level, uint8_t height);

@@ -694,19 +694,24 @@ void BtreePageBuilder::Reset(uint32_t relation_id, uint16_t index_id, uint8_t le
   last_.clear();
 }
 
+size_t BtreePageBuilder::PrefixFor(std::string_view key) const {
+  return count_ % kBtreeRestartInterval == 0 ? 0 : CommonPrefix(last_, key);
+}
+
+size_t BtreePageBuilder::Growth(std::string_view key, uint64_t value, size_t prefix) const {
+  const bool restart = count_ % kBtreeRestartInterval == 0;
+  return BtreeEntryBytes(prefix, key.size() - prefix, value) + (restart ? bt::kRestartSize : 0);
+}
+
 size_t BtreePageBuilder::SizeWith(std::string_view key, uint64_t value,
                                   size_t fence_bytes) const {
-  const bool restart = count_ % kBtreeRestartInterval == 0;
-  const size_t entry = BtreeEntrySize(restart ? std::string_view() : std::string_view(last_), key,
-                                      value);
-  return end_ + entry + bt::kRestartSize * (restarts_.size() + (restart ? 1 : 0)) +
+  return used() + Growth(key, value, PrefixFor(key)) +
          (fence_bytes > 0 ? bt::kFenceOverhead + fence_bytes : 0);
 }
 
-void BtreePageBuilder::Add(std::string_view key, uint64_t value) {
+void BtreePageBuilder::Add(std::string_view key, uint64_t value, size_t prefix) {
   const bool restart = count_ % kBtreeRestartInterval == 0;
   if (restart) restarts_.push_back(static_cast<uint16_t>(end_));
-  const size_t prefix = restart ? 0 : CommonPrefix(last_, key);
   uint8_t* p = PutEntry(buf_.data() + end_, prefix, key.substr(prefix), value);
   end_ = static_cast<size_t>(p - buf_.data());
   ++count_;

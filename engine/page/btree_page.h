@@ -271,9 +271,15 @@ class BtreePageBuilder {
   void Reset(uint32_t relation_id, uint16_t index_id, uint8_t level);
   // Bytes the page takes with (key, value) added and a fence of `fence_bytes` bytes (0: none).
   size_t SizeWith(std::string_view key, uint64_t value, size_t fence_bytes) const;
+  // The same in two steps for a caller that adds the entry next: the prefix the entry would
+  // share (0 at a restart), then the bytes the page takes now and what the entry adds.
+  size_t PrefixFor(std::string_view key) const;
+  size_t used() const { return end_ + kRestartBytes * restarts_.size(); }
+  size_t Growth(std::string_view key, uint64_t value, size_t prefix) const;
   // Appends (key, value). REQUIRES: key above the last key, at most BtreeMaxKeySize, and
   // SizeWith(...) within the page for the fence the page will get.
-  void Add(std::string_view key, uint64_t value);
+  void Add(std::string_view key, uint64_t value) { Add(key, value, PrefixFor(key)); }
+  void Add(std::string_view key, uint64_t value, size_t prefix);  // prefix from PrefixFor
   size_t count() const { return count_; }
   std::string_view last_key() const { return last_; }
   // Writes the node into `page` (whose common header InitPage set): `fence` empty = none (then
@@ -283,6 +289,7 @@ class BtreePageBuilder {
               std::string_view fence) const;
 
  private:
+  static constexpr size_t kRestartBytes = 2;  // bt::kRestartSize
   uint32_t page_size_;
   uint32_t relation_id_ = 0;
   uint16_t index_id_ = 0;

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "engine/io/temp_space.h"
+#include "engine/util/large_alloc.h"
 
 namespace ember::sort {
 
@@ -83,8 +84,9 @@ class RunBuilder {
 
   io::TempSpace* temp_;
   const uint64_t limit_;
-  std::vector<char> arena_;
-  std::vector<Rec> recs_;
+  // Huge-page mappings (util/large_alloc.h): filled once, fast, by a build.
+  std::vector<char, util::LargeAllocator<char>> arena_;
+  std::vector<Rec, util::LargeAllocator<Rec>> recs_;
   std::vector<SpilledRun> spilled_;
   SortStats stats_;
   bool finished_ = false;

@@ -28,7 +28,7 @@ std::string Key(std::mt19937_64& rng, uint64_t n) {
     case 0: return std::string(rng() % 3, static_cast<char>(rng() % 2 ? 0 : 0xff));
     case 1: return "shared-long-prefix-" + std::string(40, 'p') + std::to_string(rng() % n);
     case 2: {
-      std::string k(rng() % 3000, '\0');
+      std::string k(rng() % 1000, '\0');
       for (char& c : k) c = static_cast<char>(rng());
       return k;
     }
@@ -77,7 +77,7 @@ Entries MergeAll(const Merger& m, const std::vector<std::string>& splitters) {
 }
 
 TEST_CASE("sort: builders spilling runs merge into exactly the sorted entries", "[sort]") {
-  const size_t n = GENERATE(size_t{0}, size_t{1}, size_t{300}, size_t{20000});
+  const size_t n = GENERATE(size_t{0}, size_t{1}, size_t{300}, size_t{8000});
   const int builders = GENERATE(1, 3);
   const uint64_t limit = GENERATE(uint64_t{1} << 30, uint64_t{256} << 10, uint64_t{8} << 10);
   INFO(n << " entries, " << builders << " builders, limit " << limit);
@@ -99,7 +99,7 @@ TEST_CASE("sort: builders spilling runs merge into exactly the sorted entries", 
     uint64_t biggest = 0;
     for (const auto& [k, v] : want) biggest = std::max<uint64_t>(biggest, k.size() + 10 + 16);
     for (auto& x : b) CHECK(x->stats().peak_memory <= std::max(limit, biggest));
-    if (limit < (uint64_t{1} << 30) && n >= 20000) {
+    if (limit < (uint64_t{1} << 30) && n >= 8000) {
       CHECK(st.spilled_runs > 0);
       CHECK(st.spill_bytes > 0);
     }
@@ -110,7 +110,7 @@ TEST_CASE("sort: builders spilling runs merge into exactly the sorted entries", 
       CHECK(sp.size() <= static_cast<size_t>(parts - 1));
       CHECK(std::is_sorted(sp.begin(), sp.end()));
       REQUIRE(MergeAll(m, sp) == want);
-      if (n >= 20000) {
+      if (n >= 8000) {
         // About equal ranges: none over twice its share.
         size_t prev = 0;
         for (size_t r = 0; r <= sp.size(); ++r) {
