@@ -387,6 +387,24 @@ absl::Status Relation::WalkChain(const PageRef& r, PageNo p, uint16_t line,
       return absl::DataLossError(
           absl::StrCat("page ", here.first, " line ", here.second, ": corrupt record header"));
     }
+    if (hops == 0 && h.encoding == BodyEncoding::kPlain &&
+        !(h.flags & (kRecFragmented | kRecDelta | kRecDeleted))) {
+      // The common head: its body read in place on the latched page, not copied.
+      const std::string_view body = cur.substr(h.size());
+      if (at) *at = here;
+      if (!fn(h.txn, false, body)) {
+        if (stopped) *stopped = true;
+        return absl::OkStatus();
+      }
+      if (h.back_page == page::kNoPage) return absl::OkStatus();
+      newer_raw.assign(body);
+      here = {h.back_page, h.back_line};
+      absl::StatusOr<std::string> b = LineAt(r, p, h.back_page, h.back_line);
+      if (!b.ok()) return b.status();
+      held = std::move(*b);
+      cur = held;
+      continue;
+    }
     absl::StatusOr<std::string> raw = RawBody(h, cur, newer_raw);
     if (!raw.ok()) {
       return absl::Status(raw.status().code(), absl::StrCat("page ", here.first, " line ",
