@@ -2,6 +2,7 @@
 #include "engine/worker/worker_pool.h"
 
 #include <algorithm>
+#include <system_error>
 
 namespace ember::worker {
 
@@ -59,7 +60,7 @@ void WorkerPool::Work(Task* task, int worker) {
   ctx.task_ = task;
   while (!task->cancelled.load(std::memory_order_relaxed)) {
     const size_t i = task->next.fetch_add(1, std::memory_order_relaxed);
-    if (i >= task->items) break;
+    if (i >= task->items || task->cancelled.load(std::memory_order_relaxed)) break;
     absl::Status s = (*task->fn)(i, ctx);
     if (!s.ok()) {
       std::lock_guard<std::mutex> g(task->mu);
@@ -117,7 +118,13 @@ absl::Status WorkerPool::Run(int workers, size_t items, const ItemFn& fn) {
     for (int i = 0; i < start; ++i) {
       threads_.emplace_back();
       Thread* t = &threads_.back();
-      t->t = std::thread([this, t] { Loop(t); });
+      try {
+        t->t = std::thread([this, t] { Loop(t); });
+      } catch (const std::system_error&) {
+        // No thread to be had (the process's limit): the task runs on fewer workers.
+        threads_.pop_back();
+        break;
+      }
     }
   }
   for (Thread& t : done) t.t.join();
