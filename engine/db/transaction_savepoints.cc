@@ -117,6 +117,8 @@ absl::Status TransactionImpl::RollbackTop() {
       if (cur == nullptr) {
         return absl::InternalError(absl::StrCat("undo: no table with id ", a.key.table));
       }
+      // One table's rows lock at a time (no order between tables to keep).
+      if (rows.owns_lock()) rows.unlock();
       rows = std::shared_lock<std::shared_mutex>(cur->rows_mu);
       ahead_until = 0;
     }
