@@ -4,6 +4,7 @@
 // the undo log's rollback are in transaction_savepoints.cc.
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/db/transaction_impl.h"
@@ -107,8 +108,10 @@ absl::Status TransactionImpl::Commit() {
                                                "failed too: ", cleanup.message(), ")"));
   }
   HandPagesToCollector(db_->txns_->StateOf(id_), /*dead=*/false);
+  ReleaseTables();
   // The commit wrote every page that pointed at the deferred lines: no write is forced here.
   cleanup.Update(FreeDeferred(kGcMarkTxn));
+  db_->AfterTransactionEnd();
   if (!cleanup.ok()) {
     db_->background_errors()->Add(absl::Status(
         cleanup.code(), absl::StrCat("transaction ", id_, " committed, but its cleanup failed ",
@@ -125,6 +128,11 @@ absl::Status TransactionImpl::Rollback() {
   }
   const bool failed = state_ == State::kFailed;
   state_ = State::kRolledBack;
+  // Whatever the outcome, nothing of ours is left for a drop of these tables to wait for.
+  absl::Cleanup release = [this] {
+    ReleaseTables();
+    if (db_->open_.load()) db_->AfterTransactionEnd();
+  };
   if (!db_->open_.load()) return absl::OkStatus();  // dead after the next open anyway
   absl::Status cleanup = EndBlobs();
   // The rollback's own outcome `s`, then the cleanup's error, which does not undo it.

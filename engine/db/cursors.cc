@@ -95,11 +95,15 @@ bool IndexCursor::InRange(std::string_view key) const {
 
 absl::Status IndexCursor::Start() {
   util::ScopedCounterSinks sinks(txn_->Sinks());
+  tree_ = ix_->btree();
+  if (tree_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("index ", ix_->schema.name, " is inactive"));
+  }
   absl::StatusOr<index::BTree::Cursor> c =
       // Past every entry beginning with hi_: what follows it is a column tag or the record
       // number's byte count, all below 0xff.
-      descending_ ? ix_->tree->Seek(hi_ ? *hi_ + std::string(1, '\xff') : std::string(), true)
-                  : ix_->tree->Seek(lo_, false,
+      descending_ ? tree_->Seek(hi_ ? *hi_ + std::string(1, '\xff') : std::string(), true)
+                  : tree_->Seek(lo_, false,
                                     hi_ == lo_ ? internal::kPointSeekBatch
                                                : index::BTree::kSeekBatch);
   if (!c.ok()) return c.status();

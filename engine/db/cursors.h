@@ -63,6 +63,7 @@ class IndexCursor : public Cursor {
 
   TransactionImpl* txn_;
   internal::IndexState* ix_;
+  index::BTree* tree_ = nullptr;  // the index's tree when the cursor started
   std::string lo_;
   std::optional<std::string> hi_;
   bool descending_;

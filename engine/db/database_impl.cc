@@ -61,6 +61,9 @@ namespace {
 constexpr int64_t kKindTable = 1;
 constexpr int64_t kKindIndex = 2;
 constexpr size_t kCatalogColumns = 7;
+// Flags of an index row.
+constexpr int64_t kIndexUnique = 1;
+constexpr int64_t kIndexInactive = 2;
 
 std::string EncodeColumns(const std::vector<Column>& cols) {
   std::string out;
@@ -157,7 +160,11 @@ absl::StatusOr<CatalogRow> ParseCatalogRow(uint64_t rec, std::string_view raw) {
   }
   if (*kind != kKindTable && *kind != kKindIndex) return bad(absl::StrCat("kind ", *kind));
   if (*id < 1 || *id > int64_t{UINT32_MAX}) return bad(absl::StrCat("relation id ", *id));
-  if (*page < 1 || *page > int64_t{UINT32_MAX}) return bad(absl::StrCat("page ", *page));
+  // An inactive index (flags bit 1) has no tree: page 0.
+  const bool inactive = *kind == kKindIndex && (*flags & kIndexInactive) != 0;
+  if (*page < (inactive ? 0 : 1) || *page > int64_t{UINT32_MAX}) {
+    return bad(absl::StrCat("page ", *page));
+  }
   CatalogRow out;
   out.kind = *kind;
   out.id = static_cast<uint32_t>(*id);
@@ -409,6 +416,8 @@ absl::Status DatabaseImpl::Close() {
   // visible, and their versions are garbage. (A commit in doubt stays active: MarkDead refuses
   // it, and the next Open settles it.) Their objects only see "closed" from now on.
   for (uint64_t id : txns_->ActiveIds()) (void)txns_->MarkDead(id);
+  // Nothing reads any more: what drops left goes now.
+  ReapDropped(/*force=*/true);
   // Lines left to a collection that did not come; FlushAll writes what freeing them dirties.
   for (const auto& t : tables_) {
     std::vector<record::Unlinked> later;
@@ -473,9 +482,11 @@ void DatabaseImpl::SimulateCrash() {
 // ---------------------------------------------------------------- catalog
 
 absl::StatusOr<TableState*> DatabaseImpl::AddTableState(uint32_t id, const TableSchema& schema,
-                                                        page::PageNo first_pp) {
+                                                        page::PageNo first_pp,
+                                                        uint64_t catalog_rec) {
   auto t = std::make_unique<TableState>();
   t->id = id;
+  t->catalog_rec = catalog_rec;
   t->schema = schema;
   t->relation =
       std::make_unique<record::Relation>(cache_.get(), space_.get(), txns_.get(), id, first_pp);
@@ -492,13 +503,15 @@ absl::StatusOr<TableState*> DatabaseImpl::AddTableState(uint32_t id, const Table
 }
 
 absl::StatusOr<IndexState*> DatabaseImpl::AddIndexState(uint32_t id, const IndexSchema& schema,
-                                                        page::PageNo root) {
+                                                        page::PageNo root,
+                                                        uint64_t catalog_rec) {
   auto it = table_by_name_.find(schema.table);
   if (it == table_by_name_.end()) {
     return absl::NotFoundError(absl::StrCat("index ", schema.name, ": no table ", schema.table));
   }
   auto ix = std::make_unique<IndexState>();
   ix->id = id;
+  ix->catalog_rec = catalog_rec;
   ix->schema = schema;
   ix->table = it->second;
   for (const std::string& col : schema.columns) {
@@ -514,7 +527,11 @@ absl::StatusOr<IndexState*> DatabaseImpl::AddIndexState(uint32_t id, const Index
   if (ix->key_columns.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("index ", schema.name, " has no columns"));
   }
-  ix->tree = std::make_unique<index::BTree>(cache_.get(), space_.get(), root);
+  if (root != 0) {
+    ix->SetTree(std::make_unique<index::BTree>(cache_.get(), space_.get(), root));
+  } else {
+    ix->active.store(false);
+  }
   IndexState* raw = ix.get();
   index_by_name_[schema.name] = raw;
   indexes_.push_back(std::move(ix));
@@ -530,7 +547,7 @@ absl::Status DatabaseImpl::LoadCatalog() {
     if (absl::Status s = catalog_->ReadPage(seq, all, &rows); !s.ok()) return s;
   }
   std::unique_lock<std::shared_mutex> g(catalog_mu_);
-  std::vector<CatalogRow> index_rows;
+  std::vector<std::pair<uint64_t, CatalogRow>> index_rows;
   for (const auto& [rec, raw] : rows) {
     absl::StatusOr<CatalogRow> r = ParseCatalogRow(rec, raw);
     if (!r.ok()) return r.status();
@@ -540,23 +557,24 @@ absl::Status DatabaseImpl::LoadCatalog() {
       if (!DecodeColumns(r->definition, &ts.columns)) {
         return absl::DataLossError(absl::StrCat("catalog: bad definition of table ", ts.name));
       }
-      absl::StatusOr<TableState*> t = AddTableState(r->id, ts, r->page);
+      absl::StatusOr<TableState*> t = AddTableState(r->id, ts, r->page, rec);
       if (!t.ok()) return t.status();
     } else {
-      index_rows.push_back(std::move(*r));
+      index_rows.emplace_back(rec, std::move(*r));
     }
   }
-  for (const CatalogRow& r : index_rows) {
+  for (const auto& [rec, r] : index_rows) {
     IndexSchema is;
     is.name = r.name;
     is.table = r.table;
-    is.unique = r.flags != 0;
+    is.unique = (r.flags & kIndexUnique) != 0;
+    const bool inactive = (r.flags & kIndexInactive) != 0;
     if (!DecodeNames(r.definition, &is.columns)) {
       return absl::DataLossError(absl::StrCat("catalog: bad definition of index ", is.name));
     }
-    absl::StatusOr<IndexState*> ix = AddIndexState(r.id, is, r.page);
+    absl::StatusOr<IndexState*> ix = AddIndexState(r.id, is, inactive ? 0 : r.page, rec);
     if (!ix.ok()) return ix.status();
-    ix.value()->table->indexes.push_back(*ix);
+    if (!inactive) ix.value()->table->indexes.push_back(*ix);
   }
   return absl::OkStatus();
 }
@@ -600,12 +618,15 @@ absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
   if (!t.ok()) return t.status();
   absl::StatusOr<page::PageNo> pp = record::Relation::Create(cache_.get(), space_.get(), t->id, id);
   absl::Status s = pp.status();
+  uint64_t rec = 0;
   if (s.ok()) {
     Row row{int64_t{kKindTable}, int64_t{id}, schema.name, int64_t{*pp}, std::string(),
             int64_t{0}, EncodeColumns(schema.columns)};
     std::string raw;
     record::EncodeRow(row, &raw);
-    s = catalog_->Insert(t->id, raw).status();
+    absl::StatusOr<uint64_t> r = catalog_->Insert(t->id, raw);
+    s = r.status();
+    if (r.ok()) rec = *r;
   }
   if (s.ok()) s = txns_->Commit(t->id);
   if (!s.ok()) {
@@ -613,7 +634,7 @@ absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
     return s;
   }
   std::unique_lock<std::shared_mutex> g(catalog_mu_);
-  absl::StatusOr<TableState*> ts = AddTableState(id, schema, *pp);
+  absl::StatusOr<TableState*> ts = AddTableState(id, schema, *pp, rec);
   if (!ts.ok()) return ts.status();
   return (*ts)->handle();
 }
@@ -641,7 +662,7 @@ absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
         s.ok() ? index::BTree::Create(cache_.get(), space_.get(), t->id, 0,
                                       static_cast<uint16_t>(id))
                : absl::StatusOr<page::PageNo>(s);
-    absl::StatusOr<IndexState*> added = root.ok() ? AddIndexState(id, schema, *root)
+    absl::StatusOr<IndexState*> added = root.ok() ? AddIndexState(id, schema, *root, 0)
                                                   : absl::StatusOr<IndexState*>(root.status());
     if (!added.ok()) {
       (void)txns_->MarkDead(t->id);
@@ -659,11 +680,9 @@ absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
     std::unique_lock<std::shared_mutex> rows(table->rows_mu);
     if (table->relation->PageSequences() > 0) s = BuildIndex(ix, t->id, build, &stats);
     if (s.ok()) {
-      Row row{int64_t{kKindIndex}, int64_t{ix->id}, schema.name, int64_t{ix->tree->root()},
-              schema.table, int64_t{schema.unique ? 1 : 0}, EncodeNames(schema.columns)};
-      std::string raw;
-      record::EncodeRow(row, &raw);
-      s = catalog_->Insert(t->id, raw).status();
+      absl::StatusOr<uint64_t> r = catalog_->Insert(t->id, IndexCatalogRow(*ix));
+      s = r.status();
+      if (r.ok()) ix->catalog_rec = *r;
     }
     if (s.ok()) s = txns_->Commit(t->id);
     if (s.ok()) {
@@ -679,7 +698,7 @@ absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
   // (The rows lock is let go first: writers take the catalog lock before it.) Nothing on disk
   // links to the root (the catalog row, if written, is the dead transaction's).
   (void)txns_->MarkDead(t->id);
-  (void)space_->Free(ix->tree->root(), t->id);
+  (void)space_->Free(ix->btree()->root(), t->id);
   std::unique_lock<std::shared_mutex> g(catalog_mu_);
   index_by_name_.erase(schema.name);
   auto it = std::find_if(indexes_.begin(), indexes_.end(),
@@ -688,10 +707,26 @@ absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
   return s;
 }
 
+std::string DatabaseImpl::IndexCatalogRow(const IndexState& ix) const {
+  const index::BTree* tree = ix.btree();
+  const bool inactive = tree == nullptr;
+  Row row{int64_t{kKindIndex}, int64_t{ix.id}, ix.schema.name,
+          int64_t{inactive ? 0 : tree->root()}, ix.schema.table,
+          int64_t{(ix.schema.unique ? kIndexUnique : 0) | (inactive ? kIndexInactive : 0)},
+          EncodeNames(ix.schema.columns)};
+  std::string raw;
+  record::EncodeRow(row, &raw);
+  return raw;
+}
+
 absl::StatusOr<IndexStats> DatabaseImpl::GetIndexStats(const Index& index) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   if (!index) return absl::InvalidArgumentError("invalid index handle");
   IndexState* ix = IndexState::From(index);
+  if (ix->drop_txn.load() != 0 &&
+      txn::IsCommittedCn(txns_->StateOf(ix->drop_txn.load()))) {
+    return absl::NotFoundError(absl::StrCat("index ", ix->schema.name, " was dropped"));
+  }
   std::lock_guard<std::mutex> g(ix->stats_mu);
   return ix->stats;
 }
@@ -758,6 +793,10 @@ record::Relation* DatabaseImpl::RelationById(uint32_t id) {
   if (id == 0) return catalog_.get();
   std::shared_lock<std::shared_mutex> g(catalog_mu_);
   for (const auto& t : tables_) {
+    if (t->id == id) return t->relation.get();
+  }
+  // A BLOB of a dropped table, read by a snapshot older than the drop.
+  for (const auto& t : dropped_tables_) {
     if (t->id == id) return t->relation.get();
   }
   return nullptr;

@@ -36,7 +36,14 @@ struct IndexState;
 
 struct TableState {
   uint32_t id = 0;
+  uint64_t catalog_rec = 0;  // its row in the catalog (relation 0)
   TableSchema schema;
+  // The DDL transaction dropping the table (0: none). Set before that transaction commits,
+  // under catalog_mu_ and rows_mu held exclusively: no write starts afterwards, and a
+  // snapshot sees the table gone once it sees that transaction committed (DropTable).
+  std::atomic<uint64_t> drop_txn{0};
+  // Active transactions that have changed rows of the table (a drop waits for none).
+  std::atomic<int> writers{0};
   std::unique_ptr<record::Relation> relation;
   // Held shared by every change of the table's rows together with their index entries (a
   // write with its keys, an undo, a collection of its records) and exclusively by a build of
@@ -77,12 +84,26 @@ absl::Status UndecodableVersion(const TableState& t, uint64_t rec,
 
 struct IndexState {
   uint32_t id = 0;
+  uint64_t catalog_rec = 0;  // its row in the catalog
   IndexSchema schema;
   TableState* table = nullptr;
   std::vector<size_t> key_columns;  // positions in the table's columns
-  std::unique_ptr<index::BTree> tree;
+  // The tree, or null while the index is inactive. Trees of earlier activations stay in
+  // `trees` until Close (a reader that started before a deactivation may still hold one; its
+  // pages are freed once no snapshot that could read it is left, see DatabaseImpl::ReapDropped).
+  index::BTree* btree() const { return tree_.load(std::memory_order_acquire); }
+  void SetTree(std::unique_ptr<index::BTree> t) {  // REQUIRES: DatabaseImpl::ddl_mu_ held
+    tree_.store(t.get(), std::memory_order_release);
+    if (t) trees.push_back(std::move(t));
+  }
+  std::atomic<index::BTree*> tree_{nullptr};
+  std::vector<std::unique_ptr<index::BTree>> trees;
   // False while the index is being built: GetIndex does not find it yet.
   std::atomic<bool> ready{true};
+  // Inactive (SetIndexActive false): no tree, not maintained, not usable for reads.
+  std::atomic<bool> active{true};
+  // The DDL transaction dropping the index (0: none); set as TableState::drop_txn is.
+  std::atomic<uint64_t> drop_txn{0};
   std::mutex stats_mu;
   IndexStats stats;  // guarded by stats_mu: its last build's
   Index handle() { return Index(this); }
@@ -134,6 +155,10 @@ class DatabaseImpl : public Database {
   ~DatabaseImpl() override;
 
   absl::Status Close() override;
+  absl::Status DropTable(std::string_view name) override;
+  absl::Status DropIndex(std::string_view name) override;
+  absl::Status SetIndexActive(std::string_view name, bool active,
+                              const IndexBuildOptions& build = {}) override;
   absl::StatusOr<std::unique_ptr<Transaction>> Begin(const TransactionOptions& options) override;
   absl::StatusOr<Table> CreateTable(const TableSchema& schema) override;
   absl::StatusOr<Index> CreateIndex(const IndexSchema& schema,
@@ -148,6 +173,17 @@ class DatabaseImpl : public Database {
   absl::Status CollectGarbage() override;
   const Options& options() const override { return options_; }
   uint32_t max_key_size() const override;
+  // Whether a transaction reading at snapshot `cn` still sees table `t` (a snapshot older
+  // than its drop does); NotFound naming it if not.
+  absl::Status CheckTableVisible(const internal::TableState& t, uint64_t cn) const;
+  // Whether index `ix` can be read now: NotFound once a drop of it (or its table) began,
+  // FailedPrecondition while it is inactive.
+  absl::Status CheckIndexUsable(const internal::IndexState& ix) const;
+  // After a transaction ended: frees what drops left once nothing can read it (cheap when no
+  // drop waits).
+  void AfterTransactionEnd() {
+    if (pending_drop_count_.load(std::memory_order_acquire) > 0) ReapDropped(false);
+  }
 
   // Database::Open's lock on the file (io/owner_lock.h), released by Close (or SimulateCrash).
   void TakeOwnerLock(std::unique_ptr<io::OwnerLock> lock) { owner_lock_ = std::move(lock); }
@@ -228,9 +264,32 @@ class DatabaseImpl : public Database {
   absl::Status WriteHeader(bool clean);
   absl::Status PersistNext(uint64_t next);
   absl::StatusOr<internal::TableState*> AddTableState(uint32_t id, const TableSchema& schema,
-                                                      page::PageNo first_pp);
+                                                      page::PageNo first_pp,
+                                                      uint64_t catalog_rec);
+  // `root` 0: an inactive index.
   absl::StatusOr<internal::IndexState*> AddIndexState(uint32_t id, const IndexSchema& schema,
-                                                      page::PageNo root);
+                                                      page::PageNo root, uint64_t catalog_rec);
+  // The catalog row of an index as it is now (its tree, or inactive).
+  std::string IndexCatalogRow(const internal::IndexState& ix) const;
+  // DDL (ddl.cc). Replaces (raw null: deletes) catalog record `rec` for DDL transaction `txn`.
+  absl::Status WriteCatalogRow(uint64_t txn, uint64_t rec, const std::string* raw);
+  // The index `name` for a DDL call (ready, not dropped), or NotFound.
+  absl::StatusOr<internal::IndexState*> IndexForDdl(std::string_view name);
+  // Pages of dropped tables and of dropped or deactivated trees wait in pending_drops_ until
+  // no snapshot can read them (the horizon has reached the DDL's CN), then go back to the free
+  // list. `force`: all of them (Close: nothing reads any more). Runs where the DDL lock is
+  // free: called after each DDL, by every transaction end while drops wait, by
+  // CollectGarbage and by Close.
+  void ReapDropped(bool force);
+  struct PendingDrop {
+    uint64_t cn = 0;                          // the DDL's commit
+    internal::TableState* table = nullptr;    // a dropped table: its relation and BLOBs
+    std::vector<index::BTree*> trees;         // dropped or deactivated trees
+    std::string what;                         // for errors: "table T", "index I"
+  };
+  // Frees the pages of `d`; the walk first, then the frees under catalog_mu_ (Validate sees
+  // the pages either reachable through pending_drops_ or free).
+  absl::Status FreeDropped(const PendingDrop& d);
   // The bulk build of `ix` over its populated table for DDL transaction `txn` (index_build.cc).
   // REQUIRES: the table's rows lock held exclusively.
   absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn, const IndexBuildOptions& opt,
@@ -277,6 +336,11 @@ class DatabaseImpl : public Database {
   std::vector<std::unique_ptr<internal::IndexState>> indexes_;  // guarded by catalog_mu_
   absl::flat_hash_map<std::string, internal::TableState*> table_by_name_;
   absl::flat_hash_map<std::string, internal::IndexState*> index_by_name_;
+  // Dropped tables and indexes, kept until Close so that handles never dangle.
+  std::vector<std::unique_ptr<internal::TableState>> dropped_tables_;  // guarded by catalog_mu_
+  std::vector<std::unique_ptr<internal::IndexState>> dropped_indexes_;  // guarded by catalog_mu_
+  std::vector<PendingDrop> pending_drops_;  // guarded by catalog_mu_
+  std::atomic<size_t> pending_drop_count_{0};
   uint32_t next_relation_id_ = 1;  // guarded by catalog_mu_
   std::mutex ddl_mu_;              // one DDL at a time
 

@@ -213,7 +213,7 @@ absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
   }
   for (size_t i = 0; i < t->indexes.size(); ++i) {
     for (const std::string& k : drop[i]) {
-      absl::Status s = t->indexes[i]->tree->Remove(internal::IndexEntry(k, rec), mark_txn);
+      absl::Status s = t->indexes[i]->btree()->Remove(internal::IndexEntry(k, rec), mark_txn);
       if (s.ok() && count_as_gc) gc_keys_.fetch_add(1, std::memory_order_relaxed);
       if (!s.ok() && !absl::IsNotFound(s)) return s;
     }
@@ -265,6 +265,8 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
     *busy = true;
     return absl::OkStatus();
   }
+  // A dropped table's pages all go at once when no snapshot can read them (ReapDropped).
+  if (t->drop_txn.load(std::memory_order_acquire) != 0) return absl::OkStatus();
   // The versions that go or stay are decoded below (index keys, BLOBs): one that does not
   // decode must stop the collection before the chain is cut, so the record stays as it is and
   // the collection can be retried once the damage is dealt with.
@@ -301,6 +303,7 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
 }
 
 absl::Status DatabaseImpl::CollectGarbage() {
+  ReapDropped(false);
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   if (absl::Status s = CollectAll(); !s.ok()) return s;
   return bg_errors_.Take();  // what the background collector (or a cleanup) hit since
@@ -345,8 +348,12 @@ absl::Status DatabaseImpl::CollectAll() {
 absl::StatusOr<TableStats> DatabaseImpl::GetTableStats(const Table& table) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   if (!table) return absl::InvalidArgumentError("invalid table handle");
+  // Shared: a dropped table's pages are not freed during the walk.
+  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  const TableState* t = TableState::From(table);
+  if (absl::Status s = CheckTableVisible(*t, txns_->CurrentCn()); !s.ok()) return s;
   record::VersionStats v;
-  if (absl::Status s = TableState::From(table)->relation->GetVersionStats(&v); !s.ok()) return s;
+  if (absl::Status s = t->relation->GetVersionStats(&v); !s.ok()) return s;
   TableStats out;
   out.records = v.records;
   out.back_versions = v.back_versions;

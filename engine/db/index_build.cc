@@ -164,7 +164,7 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
   const std::vector<std::string> splitters = merger.Splitters(w);
   const int ranges = static_cast<int>(splitters.size()) + 1;
   index::BulkBuild bulk(cache_.get(), space_.get(), 0, static_cast<uint16_t>(ix->id), txn,
-                        ix->tree->root(), ranges, opt.fill_percent);
+                        ix->btree()->root(), ranges, opt.fill_percent);
   std::vector<RangeSummary> sums(static_cast<size_t>(ranges));
   s = pool->Run(w, static_cast<size_t>(ranges), [&](size_t r, const worker::TaskContext& ctx) {
     RangeSummary& sum = sums[r];
@@ -288,7 +288,7 @@ absl::Status DatabaseImpl::BuildIndexByInserts(IndexState* ix, uint64_t txn, Ind
                                                      " has duplicate keys"));
       }
       for (const std::string& key : keys) {
-        absl::Status is = ix->tree->Insert(internal::IndexEntry(key, rec), 0, txn);
+        absl::Status is = ix->btree()->Insert(internal::IndexEntry(key, rec), 0, txn);
         if (is.ok()) ++stats->entries;
         if (!is.ok() && !absl::IsAlreadyExists(is)) return is;
       }

@@ -42,6 +42,7 @@ absl::StatusOr<Options> Options::FromConfigText(std::string_view text_in,
   absl::string_view source(source_in.data(), source_in.size());
   Options o;
   int lineno = 0;
+  int workers_line = 0, max_workers_line = 0;  // where each was set (0: the default)
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++lineno;
     if (size_t hash = line.find('#'); hash != absl::string_view::npos) line = line.substr(0, hash);
@@ -68,8 +69,13 @@ absl::StatusOr<Options> Options::FromConfigText(std::string_view text_in,
     else if (name == "pagesize") s = size(&o.page_size, 4096, 32768);
     else if (name == "tempcachelimit") s = size(&o.temp_cache_limit, 0, ~0ull);
     else if (name == "blobtempspace") s = size(&o.blob_temp_space, 0, 2);
-    else if (name == "parallelworkers") s = size(&o.parallel_workers, 1, 64);
-    else if (name == "maxparallelworkers") s = size(&o.max_parallel_workers, 1, 64);
+    else if (name == "parallelworkers") {
+      s = size(&o.parallel_workers, 1, 64);
+      workers_line = lineno;
+    } else if (name == "maxparallelworkers") {
+      s = size(&o.max_parallel_workers, 1, 64);
+      max_workers_line = lineno;
+    }
     else if (name == "workeridletimeout") {
       uint64_t secs = 0;
       s = size(&secs, 1, 86400);
@@ -104,6 +110,16 @@ absl::StatusOr<Options> Options::FromConfigText(std::string_view text_in,
       s = bad(absl::StrCat("unknown setting '", absl::StripAsciiWhitespace(line.substr(0, eq)), "'"));
     }
     if (!s.ok()) return s;
+  }
+  if (o.parallel_workers > o.max_parallel_workers) {
+    // Checked once the whole file is read: the two may come in either order.
+    auto where = [&](int line) {
+      return line == 0 ? std::string(" (the default)") : absl::StrCat(" (line ", line, ")");
+    };
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":", workers_line != 0 ? workers_line : max_workers_line, ": ParallelWorkers ",
+        o.parallel_workers, where(workers_line), " is more than MaxParallelWorkers ",
+        o.max_parallel_workers, where(max_workers_line)));
   }
   return o;
 }

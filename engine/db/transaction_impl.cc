@@ -183,7 +183,27 @@ absl::Status TransactionImpl::CheckActive() const {
 
 absl::Status TransactionImpl::CheckTable(const Table& t) const {
   if (!t) return absl::InvalidArgumentError("invalid table handle");
-  return db_->CheckOpen();
+  if (absl::Status s = db_->CheckOpen(); !s.ok()) return s;
+  return db_->CheckTableVisible(*StateOf(t), View().snapshot_cn);
+}
+
+absl::Status TransactionImpl::NoteWriter(TableState* t) {
+  if (t->drop_txn.load(std::memory_order_acquire) != 0) {
+    return absl::NotFoundError(absl::StrCat("table ", t->schema.name, " was dropped"));
+  }
+  if (t == last_written_table_) return absl::OkStatus();
+  last_written_table_ = t;
+  if (std::find(written_tables_.begin(), written_tables_.end(), t) == written_tables_.end()) {
+    written_tables_.push_back(t);
+    t->writers.fetch_add(1, std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
+}
+
+void TransactionImpl::ReleaseTables() {
+  for (TableState* t : written_tables_) t->writers.fetch_sub(1, std::memory_order_relaxed);
+  written_tables_.clear();
+  last_written_table_ = nullptr;
 }
 
 record::ReadView TransactionImpl::View() const {
@@ -264,7 +284,7 @@ absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
 absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, uint64_t self_rec) {
   const size_t ncols = ix->table->schema.columns.size();
   for (;;) {
-    absl::StatusOr<index::BTree::Cursor> c = ix->tree->Seek(key, false, internal::kPointSeekBatch);
+    absl::StatusOr<index::BTree::Cursor> c = ix->btree()->Seek(key, false, internal::kPointSeekBatch);
     if (!c.ok()) return c.status();
     uint64_t wait_for = 0;
     for (; c->Valid(); ) {
@@ -363,7 +383,7 @@ absl::StatusOr<std::vector<IndexState*>> TransactionImpl::AddKeys(TableState* t,
     // check: a writer of the same key after us will find ours.
     const bool unique = ix->schema.unique && !has_null;
     bool alone = false;
-    absl::Status s = ix->tree->Insert(internal::IndexEntry(key, rec), 0, id_, key.size(),
+    absl::Status s = ix->btree()->Insert(internal::IndexEntry(key, rec), 0, id_, key.size(),
                                       unique ? &alone : nullptr);
     if (!s.ok() && !absl::IsAlreadyExists(s)) return s;
     if (unique && !alone) check.push_back(ix);
@@ -412,6 +432,7 @@ absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const
   if (opts_.read_only) return absl::FailedPreconditionError("read-only transaction");
   PreparedRow p;
   p.table = StateOf(table);
+  if (absl::Status s = NoteWriter(p.table); !s.ok()) return s;
   if (absl::Status s = record::ValidateRow(p.table->schema.columns, row); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("table ", p.table->schema.name, ": ", s.message()));
@@ -513,6 +534,7 @@ absl::Status TransactionImpl::Delete(const Table& table, RecordId id) {
   if (opts_.read_only) return absl::FailedPreconditionError("read-only transaction");
   TableState* t = StateOf(table);
   std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
+  if (absl::Status s = NoteWriter(t); !s.ok()) return s;
   std::shared_lock<std::shared_mutex> rows(t->rows_mu);
   std::unique_lock<std::mutex> lock;
   absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, nullptr, {}, &lock);
@@ -569,6 +591,7 @@ absl::StatusOr<std::optional<std::pair<RecordId, Row>>> TransactionImpl::Lookup(
   if (absl::Status s = CheckActive(); !s.ok()) return s;
   if (!index) return absl::InvalidArgumentError("invalid index handle");
   IndexState* ix = StateOf(index);
+  if (absl::Status s = db_->CheckIndexUsable(*ix); !s.ok()) return s;
   std::string prefix;
   if (absl::Status s = internal::EncodeKeyPrefix(*ix, key, &prefix); !s.ok()) return s;
   IndexCursor c(this, ix, prefix, prefix, /*descending=*/false);
@@ -584,6 +607,7 @@ absl::StatusOr<std::unique_ptr<Cursor>> TransactionImpl::IndexScan(const Index& 
   if (absl::Status s = CheckActive(); !s.ok()) return s;
   if (!index) return absl::InvalidArgumentError("invalid index handle");
   IndexState* ix = StateOf(index);
+  if (absl::Status s = db_->CheckIndexUsable(*ix); !s.ok()) return s;
   std::string lo_key, hi_key;
   if (absl::Status s = internal::EncodeKeyPrefix(*ix, lo, &lo_key); !s.ok()) return s;
   if (absl::Status s = internal::EncodeKeyPrefix(*ix, hi, &hi_key); !s.ok()) return s;

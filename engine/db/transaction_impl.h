@@ -128,6 +128,11 @@ class TransactionImpl : public Transaction {
   // Marks the transaction doomed after a failure it cannot undo.
   absl::Status Doom(const absl::Status& cause);
   void NotePage(internal::TableState* t, uint64_t rec, bool insert);
+  // Before a change of table `t`'s rows (REQUIRES catalog_mu_ held shared): NotFound once a
+  // drop of it began; else counts this transaction among the table's writers (a drop waits
+  // for none) until ReleaseTables, at its end.
+  absl::Status NoteWriter(internal::TableState* t);
+  void ReleaseTables();
   // Gives the pages where this transaction left garbage to the background collector (if there
   // is one), collectable once the horizon reaches `cn`: those it updated or deleted on, and with
   // `dead` those it inserted on too (a committed insert leaves no garbage).
@@ -183,6 +188,8 @@ class TransactionImpl : public Transaction {
   absl::flat_hash_set<std::pair<uint32_t, uint32_t>> insert_pages_;
   // See DeferFrees: by table, in the order they were made unreachable.
   std::vector<std::pair<internal::TableState*, record::Unlinked>> deferred_frees_;
+  std::vector<internal::TableState*> written_tables_;  // see NoteWriter
+  internal::TableState* last_written_table_ = nullptr;
   std::pair<uint32_t, uint32_t> last_page_{~0u, ~0u};
   std::pair<uint32_t, uint32_t> last_insert_page_{~0u, ~0u};
   util::PageCounters counters_;

@@ -131,6 +131,18 @@ absl::Status DatabaseImpl::CheckRelations(ValidateWalk* w) {
       !s.ok()) {
     return s;
   }
+  // What drops left, not freed yet (some snapshot may still read it): reachable, unchecked
+  // for orphans.
+  for (const PendingDrop& d : pending_drops_) {
+    if (d.table == nullptr) continue;
+    uint64_t versions = 0;
+    absl::Status s = d.table->relation->Check(
+        &rep.errors, &pages, [](uint64_t) {}, &versions,
+        [&](page::PageNo, uint16_t, uint64_t, std::string_view body) {
+          CheckBlobPages(cache_.get(), d.table->id, body, w);
+        });
+    if (!s.ok()) return s;
+  }
   for (const auto& t : tables_) {
     const size_t ncols = t->schema.columns.size();
     absl::flat_hash_set<uint64_t> named;
@@ -164,8 +176,17 @@ absl::Status DatabaseImpl::CheckRelations(ValidateWalk* w) {
 
 absl::Status DatabaseImpl::CheckIndexes(ValidateWalk* w) {
   ValidationReport& rep = w->rep;
+  for (const PendingDrop& d : pending_drops_) {
+    for (const index::BTree* tree : d.trees) {
+      if (absl::Status s = tree->Check(&rep.errors, [](std::string_view, uint64_t) {}, &w->pages);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
   for (const auto& ix : indexes_) {
-    absl::Status s = ix->tree->Check(
+    if (ix->btree() == nullptr) continue;  // inactive
+    absl::Status s = ix->btree()->Check(
         &rep.errors,
         [&](std::string_view key, uint64_t value) {
           ++rep.index_entries;

@@ -14,7 +14,10 @@ using page::PageNo;
 
 namespace {
 
-// Pages come in runs of this many (PageSpace::AllocateRun), so a range's leaves are contiguous.
+// Pages come in runs (PageSpace::AllocateRun), so a range's leaves are contiguous: the first
+// of a range is kFirstRun pages, each next one twice the last, up to kRun. A small index then
+// fits in the free runs a dropped one left instead of growing the file by a whole kRun.
+constexpr uint32_t kFirstRun = 8;
 constexpr uint32_t kRun = 64;
 
 // The shortest s with left < s <= right: the fence between two neighbouring pages. Its length is
@@ -43,7 +46,8 @@ struct BulkBuild::Range {
   uint64_t entries = 0;
   uint64_t written = 0;       // leaves written
   // Page allocation: every run taken (for Abandon) and what is left of the last one.
-  std::vector<PageNo> runs;
+  std::vector<std::pair<PageNo, uint32_t>> runs;  // (first page, pages)
+  uint32_t next_run = kFirstRun;
   PageNo run_next = page::kNoPage;
   uint32_t run_left = 0;
   uint32_t tail_freed = 0;  // pages at the end of the last run Complete gave back
@@ -70,11 +74,13 @@ BulkBuild::~BulkBuild() = default;
 
 absl::StatusOr<PageNo> BulkBuild::NextPage(Range& r) {
   if (r.run_left == 0) {
-    absl::StatusOr<PageNo> run = space_->AllocateRun(txn_, kRun);
+    const uint32_t n = r.next_run;
+    absl::StatusOr<PageNo> run = space_->AllocateRun(txn_, n);
     if (!run.ok()) return run.status();
-    r.runs.push_back(*run);
+    r.runs.emplace_back(*run, n);
+    r.next_run = std::min(kRun, 2 * n);
     r.run_next = *run;
-    r.run_left = kRun;
+    r.run_left = n;
   }
   --r.run_left;
   return r.run_next++;
@@ -261,12 +267,14 @@ void BulkBuild::Abandon() {
   // Each page once: a page freed already may belong to someone else by now.
   auto free_runs = [&](Range& r) {
     for (size_t k = 0; k < r.runs.size(); ++k) {
-      const uint32_t n = k + 1 == r.runs.size() ? kRun - r.tail_freed : kRun;
+      const auto [first, pages] = r.runs[k];
+      const uint32_t n = k + 1 == r.runs.size() ? pages - r.tail_freed : pages;
       for (uint32_t i = 0; i < n; ++i) {
-        if (r.runs[k] + i != unused_) (void)space_->Free(r.runs[k] + i, txn_);
+        if (first + i != unused_) (void)space_->Free(first + i, txn_);
       }
     }
     r.runs.clear();
+    r.next_run = kFirstRun;
     r.run_left = 0;
     r.tail_freed = 0;
   };

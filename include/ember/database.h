@@ -79,6 +79,23 @@ class Database {
   // duplicate keys is AlreadyExists naming the index and the key, and leaves nothing behind.
   virtual absl::StatusOr<Index> CreateIndex(const IndexSchema& schema,
                                             const IndexBuildOptions& build = {}) = 0;
+  // Drops a table with its indexes and its BLOBs. The name is free again at once; a snapshot
+  // taken before the drop committed still reads the table (through Get and Scan; its indexes
+  // are gone for everyone), and its pages go back to the free list once no such snapshot is
+  // left. Writes to it fail with NotFound from the drop on. FailedPrecondition while an
+  // active transaction has uncommitted changes in it (commit or roll back first). Handles of
+  // a dropped table or index stay valid objects; calls through them fail with NotFound.
+  virtual absl::Status DropTable(std::string_view name) = 0;
+  // Drops an index; its pages are freed once no reader that started before can still use it.
+  virtual absl::Status DropIndex(std::string_view name) = 0;
+  // Firebird's ALTER INDEX ... INACTIVE / ACTIVE. Inactive: the tree is dropped, writes no
+  // longer maintain it (a unique index no longer checks), reads through it fail with
+  // FailedPrecondition; GetIndex still finds it and the catalog keeps it across reopens.
+  // Active: rebuilt with the bulk build (`build` as for CreateIndex); a unique index over
+  // duplicate keys stays inactive and the call fails with AlreadyExists. Setting the state an
+  // index has already is OK and does nothing.
+  virtual absl::Status SetIndexActive(std::string_view name, bool active,
+                                      const IndexBuildOptions& build = {}) = 0;
   // NotFound for an unknown name.
   virtual absl::StatusOr<Table> GetTable(std::string_view name) = 0;
   virtual absl::StatusOr<Index> GetIndex(std::string_view name) = 0;

@@ -554,6 +554,10 @@ TEST_CASE("Options::FromConfigText errors name the line", "[db]") {
       {"PageSize 8192\n", "my.conf:1"},  // no '='
       {"PageSize = 8192\nPageSize = 1M\n", "my.conf:2"},
       {"BlobTempSpace = 3\n", "my.conf:1"},
+      // Checked against each other once the file is read: the line of ParallelWorkers.
+      {"MaxParallelWorkers = 2\n# c\nParallelWorkers = 3\n", "my.conf:3"},
+      {"ParallelWorkers = 8\nMaxParallelWorkers = 4\n", "my.conf:1"},
+      {"ParallelWorkers = 64\n", "MaxParallelWorkers"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.text);

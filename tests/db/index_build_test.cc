@@ -34,7 +34,7 @@ std::vector<std::pair<std::string, uint64_t>> TreeEntries(const Index& ix) {
   std::vector<std::pair<std::string, uint64_t>> out;
   std::vector<std::string> errors;
   std::vector<uint32_t> pages;
-  REQUIRE_OK(internal::IndexState::From(ix)->tree->Check(
+  REQUIRE_OK(internal::IndexState::From(ix)->btree()->Check(
       &errors, [&](std::string_view k, uint64_t v) { out.emplace_back(std::string(k), v); },
       &pages));
   INFO(errors.size() << " tree problems, the first: " << (errors.empty() ? "" : errors[0]));
