@@ -18,6 +18,7 @@
 #include "ember/ember.h"
 #include "engine/db/db_state.h"
 #include "engine/index/btree.h"
+#include "engine/io/fault_file.h"
 #include "tests/db/db_test_util.h"
 
 namespace ember {
@@ -267,6 +268,77 @@ TEST_CASE("index build: writers of other tables go on during a build, its own ta
   auto hit = VALUE_OR_FAIL(txn->Lookup(*built, {int64_t{-1}}));
   CHECK(hit.has_value());
   RequireValid(db.get(), "after the build and the writes");
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// The scan of a cold table reads its pages on the workers: a read that fails (EIO, from the
+// k-th read on) in whichever worker meets it first is the build's result, the other workers
+// stop, and the database is as it was: no index, no page left allocated, and the same build
+// succeeds once the disk reads again.
+TEST_CASE("index build: a read error in one worker cancels the build and changes nothing",
+          "[db][index_build]") {
+  for (const uint64_t k : {1u, 4u, 25u}) {
+    INFO("reads fail from the " << k << "th on");
+    TempDb tmp;
+    Options o = CreateOptions(4096, 64);  // the table does not fit: the scan reads
+    o.max_parallel_workers = 4;
+    o.use_io_uring = false;
+    o.gc_policy = GcPolicy::kCooperative;
+    io::FileOptions fo;
+    fo.mode = io::OpenMode::kCreateNew;
+    auto fault = std::make_unique<io::FaultFile>(VALUE_OR_FAIL(io::OpenPosixFile(tmp.path(), fo)));
+    io::FaultFile* ff = fault.get();
+    std::unique_ptr<db::DatabaseImpl> d =
+        VALUE_OR_FAIL(db::DatabaseImpl::OpenFile(std::move(fault), o, /*create=*/true));
+    Database* db = d.get();
+    Table t = VALUE_OR_FAIL(db->CreateTable({"t",
+                                            {{"id", ColumnType::kInt64, false},
+                                             {"name", ColumnType::kString}}}));
+    {
+      auto txn = VALUE_OR_FAIL(db->Begin());
+      for (int64_t i = 0; i < 30000; ++i) {
+        REQUIRE_OK(txn->Insert(t, {i, absl::StrCat("name-", i * 7919 % 30011)}).status());
+      }
+      REQUIRE_OK(txn->Commit());
+    }
+    const uint64_t pages = db->stats().page_count;
+    ff->FailReadAfter(k, EIO, /*sticky=*/true);
+    IndexBuildOptions b;
+    b.workers = 4;
+    absl::Status s = db->CreateIndex({"t_name", "t", {"name"}, false}, b).status();
+    ff->FailReadAfter(0, 0);
+    INFO("CreateIndex: " << s.ToString());
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.code() != absl::StatusCode::kCancelled);  // the worker's error, not the stop
+    CHECK(IsError(db->GetIndex("t_name").status(), absl::StatusCode::kNotFound));
+    ValidationReport r = VALUE_OR_FAIL(db->Validate());
+    INFO((r.errors.empty() ? std::string() : r.errors[0]));
+    CHECK(r.errors.empty());
+    CHECK(r.unreachable_pages.empty());
+    // Writers of the table go on; the build succeeds now, in the pages the failed one gave
+    // back and the ones after them.
+    {
+      auto txn = VALUE_OR_FAIL(db->Begin());
+      REQUIRE_OK(txn->Insert(t, {int64_t{-1}, std::string("after")}).status());
+      REQUIRE_OK(txn->Commit());
+    }
+    Index ix = VALUE_OR_FAIL(db->CreateIndex({"t_name", "t", {"name"}, false}, b));
+    auto txn = VALUE_OR_FAIL(db->Begin());
+    CHECK(VALUE_OR_FAIL(txn->Lookup(ix, {std::string("after")})).has_value());
+    CHECK(VALUE_OR_FAIL(txn->Lookup(ix, {std::string("name-7919")})).has_value());
+    REQUIRE_OK(txn->Commit());
+    CHECK(VALUE_OR_FAIL(db->GetIndexStats(ix)).entries == 30001);
+    ValidationReport r2 = VALUE_OR_FAIL(db->Validate());
+    CHECK(r2.errors.empty());
+    CHECK(r2.unreachable_pages.empty());
+    CHECK(db->stats().page_count >= pages);
+    REQUIRE_OK(db->Close());
+  }
 }
 
 }  // namespace
