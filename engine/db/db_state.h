@@ -171,6 +171,7 @@ class DatabaseImpl : public Database {
   absl::StatusOr<TableStats> GetTableStats(const Table& table) override;
   absl::StatusOr<IndexStats> GetIndexStats(const Index& index) override;
   absl::Status CollectGarbage() override;
+  absl::StatusOr<SweepResult> Sweep(const SweepOptions& options) override;
   const Options& options() const override { return options_; }
   uint32_t max_key_size() const override;
   // Whether a transaction reading at snapshot `cn` still sees table `t` (a snapshot older
@@ -223,10 +224,11 @@ class DatabaseImpl : public Database {
   }
   // Removes the index entries of `rec` whose keys some row of `going` has and no row of
   // `staying` has (`staying` null: the record's current versions, read now).
+  // `removed`, if given, is raised by the entries removed.
   absl::Status DropKeys(internal::TableState* t, uint64_t rec,
                         const std::vector<std::string>& going,
                         const std::vector<std::string>* staying, uint64_t mark_txn,
-                        bool count_as_gc = false);
+                        uint64_t* removed = nullptr);
   // Queues (in `unlinked`, freed once `from` and `from2` are written) the stored BLOBs of table
   // `t` that some row of `going` names and no row of `staying` does. A stored BLOB belongs to
   // one record (a row naming another record's BLOB gets a copy), and a version can only keep
@@ -241,9 +243,13 @@ class DatabaseImpl : public Database {
   // `*pending` if some garbage could not be collected yet (an active snapshot still sees it).
   // With `busy`, a table whose rows lock a build holds is left alone (and `*busy` set) instead
   // of waiting for the build.
+  // `tally`, if given, is raised by what was removed (and the records kept as pending).
+  struct CollectTally {
+    uint64_t versions = 0, records = 0, index_entries = 0, blobs = 0, kept = 0;
+  };
   absl::Status CollectRecords(internal::TableState* t, std::span<const uint64_t> recs,
                               std::vector<record::Unlinked>* unlinked, bool* pending = nullptr,
-                              bool* busy = nullptr);
+                              bool* busy = nullptr, CollectTally* tally = nullptr);
   // The horizon for garbage collection now.
   uint64_t GcHorizon() const { return txns_->OldestSnapshotCn(); }
   GarbageCollector* gc() { return gc_.get(); }
@@ -343,6 +349,7 @@ class DatabaseImpl : public Database {
   std::atomic<size_t> pending_drop_count_{0};
   uint32_t next_relation_id_ = 1;  // guarded by catalog_mu_
   std::mutex ddl_mu_;              // one DDL at a time
+  std::mutex sweep_mu_;            // one sweep at a time
 
   std::array<std::mutex, 512> record_mu_;
   std::atomic<uint64_t> next_temp_blob_{1};  // temporary BLOB ids, unique in the database

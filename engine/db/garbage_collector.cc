@@ -165,7 +165,7 @@ TableState* DatabaseImpl::TableByIdLocked(uint32_t id) {
 absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
                                     const std::vector<std::string>& going,
                                     const std::vector<std::string>* staying, uint64_t mark_txn,
-                                    bool count_as_gc) {
+                                    uint64_t* removed) {
   if (t->indexes.empty() || going.empty()) return absl::OkStatus();
   const size_t ncols = t->schema.columns.size();
   // Keys (per index) of the rows that go. A row that does not decode is damage: its keys are
@@ -214,7 +214,7 @@ absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
   for (size_t i = 0; i < t->indexes.size(); ++i) {
     for (const std::string& k : drop[i]) {
       absl::Status s = t->indexes[i]->btree()->Remove(internal::IndexEntry(k, rec), mark_txn);
-      if (s.ok() && count_as_gc) gc_keys_.fetch_add(1, std::memory_order_relaxed);
+      if (s.ok() && removed != nullptr) ++*removed;
       if (!s.ok() && !absl::IsNotFound(s)) return s;
     }
   }
@@ -253,7 +253,7 @@ absl::Status DatabaseImpl::QueueBlobFrees(const TableState* t, uint64_t rec,
 
 absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_t> recs,
                                           std::vector<record::Unlinked>* unlinked, bool* pending,
-                                          bool* busy) {
+                                          bool* busy, CollectTally* tally) {
   const uint64_t horizon = GcHorizon();
   std::shared_lock<std::shared_mutex> cat(catalog_mu_);
   // The index list must not change, and an index build of the table must see the records as
@@ -286,16 +286,25 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
         rec, horizon, kGcMarkTxn, unlinked, decodes ? check : record::Relation::VersionCheck());
     if (!c.ok()) return c.status();
     if (pending && c->pending) *pending = true;
+    if (tally && c->pending) ++tally->kept;
     if (!c->changed) continue;
     gc_versions_.fetch_add(c->versions, std::memory_order_relaxed);
     if (c->record_gone) gc_records_.fetch_add(1, std::memory_order_relaxed);
-    if (absl::Status s = DropKeys(t, rec, c->going, &c->staying, kGcMarkTxn, true); !s.ok()) {
-      return s;
-    }
+    uint64_t keys = 0;
+    absl::Status ks = DropKeys(t, rec, c->going, &c->staying, kGcMarkTxn, &keys);
+    gc_keys_.fetch_add(keys, std::memory_order_relaxed);
+    if (!ks.ok()) return ks;
+    const size_t queued = unlinked->size();
     if (absl::Status s = QueueBlobFrees(t, rec, c->going, c->staying, c->backout_page,
                                         c->cut_page, unlinked);
         !s.ok()) {
       return s;
+    }
+    if (tally) {
+      tally->versions += c->versions;
+      tally->records += c->record_gone ? 1 : 0;
+      tally->index_entries += keys;
+      tally->blobs += unlinked->size() - queued;
     }
     if (absl::Status s = t->relation->NoteSpaceFreed(rec, kGcMarkTxn); !s.ok()) return s;
   }

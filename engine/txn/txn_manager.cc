@@ -377,8 +377,9 @@ TxnCounters TxnManager::counters() const {
   }
   // OIT: oldest transaction that is not committed (dead ones stay interesting until swept).
   // It only moves forward, so the scan resumes where the last one stopped.
+  const uint64_t swept = swept_below_.load(std::memory_order_acquire);
   uint64_t t = std::max(base_, oit_scan_.load(std::memory_order_relaxed));
-  while (t < c.oat && IsCommittedCn(StateOf(t))) ++t;
+  while (t < c.oat && (IsCommittedCn(StateOf(t)) || (t < swept && StateOf(t) == kCnDead))) ++t;
   oit_scan_.store(t, std::memory_order_relaxed);
   c.oit = t;
   return c;

@@ -93,6 +93,14 @@ class TxnManager {
   // at or before this CN (read-committed transactions count with the CN they started at).
   uint64_t OldestSnapshotCn() const;
   uint64_t next_id() const { return next_.load(std::memory_order_acquire); }
+  // After a sweep removed every version of the dead transactions below `txn` (and those
+  // removals are on disk): the OIT may pass them. A dead transaction stays dead in the TIP;
+  // below the OIT nothing asks.
+  void SetSweptBelow(uint64_t txn) {
+    uint64_t cur = swept_below_.load(std::memory_order_relaxed);
+    while (cur < txn && !swept_below_.compare_exchange_weak(cur, txn)) {
+    }
+  }
   page::PageNo first_tip() const;
 
  private:
@@ -123,6 +131,7 @@ class TxnManager {
 
   std::atomic<uint64_t> next_{1};
   mutable std::atomic<uint64_t> oit_scan_{0};  // where the last OIT scan stopped
+  std::atomic<uint64_t> swept_below_{0};       // see SetSweptBelow
   std::atomic<uint64_t> last_cn_{kCnPrehistoric};
   std::mutex cn_mu_;  // publication of commit numbers, in order
   std::mutex id_mu_;              // id reservation

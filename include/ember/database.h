@@ -25,6 +25,10 @@ struct ValidateOptions {
   bool free_unreachable = false;
 };
 
+struct SweepOptions {
+  int workers = 0;  // 0: Options::parallel_workers; capped by max_parallel_workers
+};
+
 struct ValidationReport {
   uint64_t pages_checked = 0;
   uint64_t records = 0;        // record versions seen
@@ -107,6 +111,15 @@ class Database {
   virtual absl::StatusOr<ValidationReport> Validate(const ValidateOptions& options = {}) = 0;
 
   virtual DatabaseStats stats() = 0;
+  // Firebird's sweep: visits every table's data pages on `workers` workers (0:
+  // Options::parallel_workers) and removes every version no snapshot can see (versions of
+  // dead transactions, versions below the newest one the oldest snapshot sees, delete stubs
+  // everyone sees) with their index entries and BLOBs; then, with those removals on disk,
+  // moves the oldest interesting transaction (OIT) past every transaction that had ended when
+  // the sweep started: nothing needs the TIP to tell those apart any more. Runs beside readers
+  // and writers (no database-wide lock); a snapshot older than some garbage keeps it
+  // (SweepResult::records_kept). One sweep at a time: a second caller waits.
+  virtual absl::StatusOr<SweepResult> Sweep(const SweepOptions& options = {}) = 0;
   // Versions and garbage of a table, counted by walking its pages.
   virtual absl::StatusOr<TableStats> GetTableStats(const Table& table) = 0;
   // What the last build of an index counted and how it went (IndexStats).

@@ -70,6 +70,22 @@ struct TableStats {
 // 1 / distinct_keys. Counted by the bulk build (CreateIndex on a populated table); an index
 // created on an empty table, or since changed by writes, is not recounted (`built` false for
 // the former).
+// What Database::Sweep did.
+struct SweepResult {
+  int workers = 0;
+  uint64_t pages_visited = 0;          // data pages read
+  uint64_t pages_skipped = 0;          // data pages skipped as swept (none yet: no flags)
+  uint64_t versions_removed = 0;       // back versions, dead versions and delete stubs
+  uint64_t records_removed = 0;        // records that went whole (a delete everyone sees)
+  uint64_t index_entries_removed = 0;
+  uint64_t blobs_removed = 0;          // stored BLOBs only removed versions named
+  // Records whose garbage a snapshot older than it still needed: kept for a later sweep or
+  // collection.
+  uint64_t records_kept = 0;
+  uint64_t oit_before = 0, oit_after = 0;  // the oldest interesting transaction
+  double seconds = 0;
+};
+
 struct IndexStats {
   bool built = false;           // a bulk build ran (the figures below are its)
   uint64_t entries = 0;         // index entries (one per key of each non-dead version)

@@ -305,20 +305,31 @@ TEST_CASE("Drops run beside readers and writers of other tables", "[ddl][concurr
   Table keep = MakeTable(db.get(), "keep", 200);
   std::atomic<bool> stop{false};
   std::atomic<int> writes{0};
+  testing::ErrorLog errors;
+  auto check = [&](const absl::Status& s) {
+    if (!s.ok()) errors.Add(s.ToString());
+    return s.ok();
+  };
   std::thread writer([&] {
     int64_t next = 1000;
     while (!stop.load()) {
-      auto w = VALUE_OR_FAIL(db->Begin());
-      CHECK_OK(w->Insert(keep, {next++, int64_t{1}, std::string("w")}).status());
-      CHECK_OK(w->Commit());
+      absl::StatusOr<std::unique_ptr<Transaction>> w = db->Begin();
+      if (!check(w.status()) ||
+          !check((*w)->Insert(keep, {next++, int64_t{1}, std::string("w")}).status()) ||
+          !check((*w)->Commit())) {
+        return;
+      }
       writes.fetch_add(1);
     }
   });
   std::thread reader([&] {
     while (!stop.load()) {
-      auto r = VALUE_OR_FAIL(db->Begin());
-      CHECK(VALUE_OR_FAIL(ScanAll(r.get(), keep)).size() >= 200);
-      CHECK_OK(r->Commit());
+      absl::StatusOr<std::unique_ptr<Transaction>> r = db->Begin();
+      if (!check(r.status())) return;
+      absl::StatusOr<std::vector<std::pair<RecordId, Row>>> rows = ScanAll(r->get(), keep);
+      if (!check(rows.status())) return;
+      if (rows->size() < 200) errors.Add("keep lost rows");
+      if (!check((*r)->Commit())) return;
     }
   });
   for (int i = 0; i < 6; ++i) {
@@ -326,11 +337,14 @@ TEST_CASE("Drops run beside readers and writers of other tables", "[ddl][concurr
     MakeTable(db.get(), name, 300);
     Table t = VALUE_OR_FAIL(db->GetTable(name));
     // A reader of the doomed table on its own thread, racing the drop.
-    std::thread doomed([&db, t] {
-      auto r = VALUE_OR_FAIL(db->Begin());
-      absl::StatusOr<std::vector<std::pair<RecordId, Row>>> rows = ScanAll(r.get(), t);
-      CHECK((rows.ok() ? rows->size() == 300 : absl::IsNotFound(rows.status())));
-      CHECK_OK(r->Commit());
+    std::thread doomed([&db, &errors, &check, t] {
+      absl::StatusOr<std::unique_ptr<Transaction>> r = db->Begin();
+      if (!check(r.status())) return;
+      absl::StatusOr<std::vector<std::pair<RecordId, Row>>> rows = ScanAll(r->get(), t);
+      if (rows.ok() ? rows->size() != 300 : !absl::IsNotFound(rows.status())) {
+        errors.Add(absl::StrCat("doomed table: ", rows.status().ToString()));
+      }
+      check((*r)->Commit());
     });
     REQUIRE_OK(db->SetIndexActive(name + "_k", false));
     REQUIRE_OK(db->DropTable(name));
@@ -339,6 +353,7 @@ TEST_CASE("Drops run beside readers and writers of other tables", "[ddl][concurr
   stop.store(true);
   writer.join();
   reader.join();
+  RequireNoErrors(errors);
   CHECK(writes.load() > 0);
   RequireValid(db.get(), "after the drops");
   REQUIRE_OK(db->Close());

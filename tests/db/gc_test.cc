@@ -626,7 +626,8 @@ TEST_CASE("gc: an index entry not dropped yet, to a line another record's back v
   // Collection of A, second half; then everything else.
   {
     std::lock_guard<std::mutex> g(impl->RecordMutex(ts->id, a));
-    REQUIRE_OK(impl->DropKeys(ts, a, c.going, &c.staying, db::kGcMarkTxn, true));
+    uint64_t dropped_keys = 0;
+    REQUIRE_OK(impl->DropKeys(ts, a, c.going, &c.staying, db::kGcMarkTxn, &dropped_keys));
   }
   REQUIRE_OK(rel->FreeUnlinked(&unlinked, db::kGcMarkTxn));
   REQUIRE_OK(f.db->CollectGarbage());

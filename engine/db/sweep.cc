@@ -1,0 +1,129 @@
+// Database::Sweep: Firebird's sweep on the worker pool. Every table's data pages, cut into
+// chunks (many more than workers), are collected as the background collector collects a page
+// (CollectRecords under each record's lock, so the sweep, the collector and readers never
+// remove the same version twice); then the catalog; then, once the removals are on disk, the
+// oldest interesting transaction moves past every transaction that had ended when the sweep
+// started (architecture.md, "Sweep").
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "engine/db/db_state.h"
+#include "engine/db/garbage_collector.h"
+
+namespace ember::db {
+
+using internal::TableState;
+
+namespace {
+
+// Data page sequences per work item: one read-ahead extent.
+constexpr uint32_t kChunk = internal::kReadAhead;
+// Lines unlinked by a worker are freed in batches of this many (each batch writes the pages
+// that pointed at them first).
+constexpr size_t kFreeBatch = 4096;
+
+}  // namespace
+
+absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  if (options.workers < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sweep: workers ", options.workers, " (0 or more)"));
+  }
+  std::lock_guard<std::mutex> one(sweep_mu_);
+  const auto t0 = std::chrono::steady_clock::now();
+  SweepResult out;
+  // Every transaction below this one has ended: once the pages are swept, no version of a dead
+  // one among them is left.
+  const txn::TxnCounters start = txns_->counters();
+  const uint64_t floor = start.oat;
+  out.oit_before = start.oit;
+
+  struct Item {
+    TableState* table;
+    uint32_t first;
+    uint32_t end;
+  };
+  std::vector<Item> items;
+  {
+    std::shared_lock<std::shared_mutex> g(catalog_mu_);
+    for (const auto& t : tables_) {
+      const uint32_t n = t->relation->PageSequences();
+      for (uint32_t first = 0; first < n; first += kChunk) {
+        items.push_back({t.get(), first, std::min(n, first + kChunk)});
+      }
+    }
+  }
+  worker::WorkerPool* pool = workers();
+  const int w = pool->WorkersFor(options.workers > 0 ? options.workers : options_.parallel_workers);
+  out.workers = w;
+  std::vector<CollectTally> tallies(static_cast<size_t>(w));
+  std::vector<uint64_t> visited(static_cast<size_t>(w));
+  absl::Status s = pool->Run(w, items.size(), [&](size_t i, const worker::TaskContext& ctx) {
+    const Item& it = items[i];
+    record::Relation* rel = it.table->relation.get();
+    CollectTally& tally = tallies[static_cast<size_t>(ctx.worker)];
+    std::vector<uint64_t> recs;
+    std::vector<record::Unlinked> unlinked;
+    absl::Status st;
+    rel->PrefetchPages(it.first, it.end - it.first);
+    for (uint32_t seq = it.first; seq < it.end && st.ok() && !ctx.cancelled(); ++seq) {
+      recs.clear();
+      st = rel->ListCollectable(seq, &recs);
+      ++visited[static_cast<size_t>(ctx.worker)];
+      if (st.ok() && !recs.empty()) st = CollectRecords(it.table, recs, &unlinked, nullptr, nullptr, &tally);
+      if (st.ok() && unlinked.size() >= kFreeBatch) st = rel->FreeUnlinked(&unlinked, kGcMarkTxn);
+      if (!st.ok()) {
+        st = absl::Status(st.code(), absl::StrCat("sweep of table ", it.table->schema.name,
+                                                  " data page ", seq, ": ", st.message()));
+      }
+    }
+    // What was unlinked goes even after an error (or is kept for the collector to retry).
+    absl::Status fs = rel->FreeUnlinked(&unlinked, kGcMarkTxn);
+    if (!fs.ok() && gc_) gc_->KeepUnfreed(it.table->id, &unlinked);
+    if (st.ok()) st = fs;
+    return st;
+  });
+  for (size_t i = 0; i < tallies.size(); ++i) {
+    out.versions_removed += tallies[i].versions;
+    out.records_removed += tallies[i].records;
+    out.index_entries_removed += tallies[i].index_entries;
+    out.blobs_removed += tallies[i].blobs;
+    out.records_kept += tallies[i].kept;
+    out.pages_visited += visited[i];
+  }
+  if (!s.ok()) return s;
+
+  // The catalog: dead rows of DDL that failed (no indexes, no BLOBs). DDL writes it one at a
+  // time, under ddl_mu_.
+  {
+    std::lock_guard<std::mutex> ddl(ddl_mu_);
+    const uint64_t horizon = GcHorizon();
+    std::vector<uint64_t> recs;
+    std::vector<record::Unlinked> unlinked;
+    for (uint32_t seq = 0; seq < catalog_->PageSequences(); ++seq) {
+      recs.clear();
+      if (s = catalog_->ListCollectable(seq, &recs); !s.ok()) return s;
+      ++out.pages_visited;
+      for (uint64_t rec : recs) {
+        absl::StatusOr<record::Collected> c =
+            catalog_->Collect(rec, horizon, kGcMarkTxn, &unlinked);
+        if (!c.ok()) return c.status();
+        out.versions_removed += c->versions;
+        if (c->pending) ++out.records_kept;
+      }
+    }
+    if (s = catalog_->FreeUnlinked(&unlinked, kGcMarkTxn); !s.ok()) return s;
+  }
+
+  // The removals must be on disk before the header says nothing below the new OIT is dead:
+  // below the OIT, a reopened database reads every transaction as committed.
+  if (s = cache_->FlushAll(); !s.ok()) return s;
+  txns_->SetSweptBelow(floor);
+  if (s = WriteHeader(/*clean=*/false); !s.ok()) return s;
+  out.oit_after = txns_->counters().oit;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace ember::db
