@@ -7,8 +7,11 @@
 #include "engine/sort/key_sorter.h"
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -383,6 +386,61 @@ TEST_CASE("sort: a temp space that fills up is ResourceExhausted, keeps what was
     Entries got;
     REQUIRE(Collect(m, nullptr, nullptr, &got).ok());
     REQUIRE(got == added);
+  }
+  CHECK(ts.stats().bytes_allocated == 0);
+}
+
+// Truncates the (unlinked, still open) spill files in `dir` to nothing, through /proc/self/fd:
+// every later read of them comes back short. Returns how many.
+int TruncateSpillFiles(const std::string& dir) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (ec || target.rfind(dir + "/", 0) != 0) continue;
+    const int fd = ::open(e.path().c_str(), O_RDWR);
+    if (fd < 0) continue;
+    if (::ftruncate(fd, 0) == 0) ++n;
+    ::close(fd);
+  }
+  return n;
+}
+
+TEST_CASE("sort: a spilled run that cannot be read back fails the merge, not the process",
+          "[sort]") {
+  testing::TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string f = dir.File("x");
+  io::TempSpaceOptions o;
+  o.dirs = {f.substr(0, f.size() - 2)};
+  o.cache_limit = 0;  // every run in a file
+  o.block_size = 64 << 10;
+  io::TempSpace ts(o);
+  {
+    std::vector<std::unique_ptr<RunBuilder>> b;
+    for (int i = 0; i < 2; ++i) b.push_back(std::make_unique<RunBuilder>(&ts, 16 << 10));
+    for (int i = 0; i < 20000; ++i) {
+      REQUIRE(b[static_cast<size_t>(i % 2)]->Add("key-" + std::to_string(i * 7919 % 20011), i).ok());
+    }
+    for (auto& x : b) REQUIRE(x->Finish().ok());
+    const Merger m({b[0].get(), b[1].get()});
+    REQUIRE(m.stats().spilled_runs > 2);
+    const std::vector<SplitPoint> sp = m.Splitters(3);
+    REQUIRE(TruncateSpillFiles(o.dirs[0]) > 0);
+    std::vector<absl::Status> status(sp.size() + 1);
+    std::vector<std::thread> th;
+    for (size_t r = 0; r < status.size(); ++r) {
+      th.emplace_back([&, r] {
+        Entries got;
+        status[r] = Collect(m, r == 0 ? nullptr : &sp[r - 1], r == sp.size() ? nullptr : &sp[r],
+                            &got);
+      });
+    }
+    for (auto& t : th) t.join();
+    for (const absl::Status& s : status) {
+      INFO(s.ToString());
+      CHECK_FALSE(s.ok());
+    }
   }
   CHECK(ts.stats().bytes_allocated == 0);
 }
