@@ -161,16 +161,15 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
   std::vector<sort::RunBuilder*> runs;
   for (auto& b : sorters) runs.push_back(b.get());
   sort::Merger merger(runs);
-  const std::vector<std::string> splitters = merger.Splitters(w);
+  const std::vector<sort::SplitPoint> splitters = merger.Splitters(w);
   const int ranges = static_cast<int>(splitters.size()) + 1;
   index::BulkBuild bulk(cache_.get(), space_.get(), 0, static_cast<uint16_t>(ix->id), txn,
                         ix->btree()->root(), ranges, opt.fill_percent);
   std::vector<RangeSummary> sums(static_cast<size_t>(ranges));
   s = pool->Run(w, static_cast<size_t>(ranges), [&](size_t r, const worker::TaskContext& ctx) {
     RangeSummary& sum = sums[r];
-    const std::string_view lo = r == 0 ? std::string_view() : splitters[r - 1];
-    const std::string_view hi = r + 1 == static_cast<size_t>(ranges) ? std::string_view()
-                                                                       : splitters[r];
+    const sort::SplitPoint* lo = r == 0 ? nullptr : &splitters[r - 1];
+    const sort::SplitPoint* hi = r + 1 == static_cast<size_t>(ranges) ? nullptr : &splitters[r];
     return merger.MergeRange(lo, hi, [&](std::string_view entry, uint64_t flag) -> absl::Status {
       if ((sum.entries & 0xFFF) == 0 && ctx.cancelled()) {
         return absl::CancelledError("index build cancelled");
