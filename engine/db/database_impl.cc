@@ -218,6 +218,7 @@ DatabaseImpl::DatabaseImpl(std::unique_ptr<io::File> file, const Options& option
 
 DatabaseImpl::~DatabaseImpl() {
   if (open_.load()) (void)Close();
+  StopAutoSweep();  // (Close stops it; this covers a handle that crashed)
 }
 
 absl::StatusOr<std::unique_ptr<DatabaseImpl>> DatabaseImpl::OpenFile(
@@ -410,6 +411,7 @@ absl::Status DatabaseImpl::PersistNext(uint64_t next) {
 
 absl::Status DatabaseImpl::Close() {
   if (!open_.load()) return absl::OkStatus();
+  StopAutoSweep();  // first: it runs transactions' work beside ours
   if (gc_) gc_->Stop();  // before open_ drops: a round in progress finishes its pages
   if (!open_.exchange(false)) return absl::OkStatus();
   // Transactions still active end rolled back: marked dead, none of their changes is ever
@@ -473,6 +475,7 @@ void DatabaseImpl::ReclaimAfterCrash() {
 }
 
 void DatabaseImpl::SimulateCrash() {
+  StopAutoSweep();
   if (gc_) gc_->Stop();
   open_.store(false);
   cache_->DiscardAll();
@@ -781,6 +784,8 @@ DatabaseStats DatabaseImpl::stats() {
   s.gc_records_removed = gc_records_.load(std::memory_order_relaxed);
   s.gc_index_entries_removed = gc_keys_.load(std::memory_order_relaxed);
   s.gc_pages_queued = gc_ ? gc_->queued() : 0;
+  s.sweeps = sweeps_.load(std::memory_order_relaxed);
+  s.automatic_sweeps = auto_sweeps_.load(std::memory_order_relaxed);
   s.background_errors = bg_errors_.count();
   s.last_background_error = bg_errors_.last();
   s.opened_after_crash = opened_after_crash_;
@@ -810,6 +815,7 @@ absl::StatusOr<std::unique_ptr<Transaction>> DatabaseImpl::Begin(const Transacti
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   absl::StatusOr<txn::TxnManager::Started> t = txns_->Begin();
   if (!t.ok()) return t.status();
+  MaybeStartAutoSweep(t->id);
   return std::unique_ptr<Transaction>(new TransactionImpl(this, o, t->id, t->snapshot));
 }
 

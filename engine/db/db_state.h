@@ -9,6 +9,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <span>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -172,6 +173,11 @@ class DatabaseImpl : public Database {
   absl::StatusOr<IndexStats> GetIndexStats(const Index& index) override;
   absl::Status CollectGarbage() override;
   absl::StatusOr<SweepResult> Sweep(const SweepOptions& options) override;
+  // At each Begin: starts one background sweep when the gap between the oldest snapshot and
+  // the OIT passes Options::sweep_interval (0: never). Cheap when there is nothing to do.
+  void MaybeStartAutoSweep(uint64_t txn_id);
+  // Close: stops a running automatic sweep and waits for its thread.
+  void StopAutoSweep();
   const Options& options() const override { return options_; }
   uint32_t max_key_size() const override;
   // Whether a transaction reading at snapshot `cn` still sees table `t` (a snapshot older
@@ -350,6 +356,13 @@ class DatabaseImpl : public Database {
   uint32_t next_relation_id_ = 1;  // guarded by catalog_mu_
   std::mutex ddl_mu_;              // one DDL at a time
   std::mutex sweep_mu_;            // one sweep at a time
+  // The automatic sweep (sweep.cc): at most one thread, started by MaybeStartAutoSweep.
+  std::mutex auto_sweep_mu_;
+  std::thread auto_sweep_;                  // guarded by auto_sweep_mu_
+  std::atomic<bool> auto_sweep_running_{false};
+  std::atomic<bool> stop_sweeps_{false};    // Close: a running sweep stops at its next chunk
+  std::atomic<uint64_t> sweeps_{0}, auto_sweeps_{0};
+  std::atomic<uint64_t> sweep_checked_at_{0};  // next transaction id at the last exact check
 
   std::array<std::mutex, 512> record_mu_;
   std::atomic<uint64_t> next_temp_blob_{1};  // temporary BLOB ids, unique in the database

@@ -67,6 +67,9 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
     std::vector<record::Unlinked> unlinked;
     absl::Status st;
     rel->PrefetchPages(it.first, it.end - it.first);
+    if (stop_sweeps_.load(std::memory_order_acquire)) {
+      return absl::CancelledError("sweep stopped: the database is closing");
+    }
     for (uint32_t seq = it.first; seq < it.end && st.ok() && !ctx.cancelled(); ++seq) {
       recs.clear();
       st = rel->ListCollectable(seq, &recs);
@@ -123,7 +126,40 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
   if (s = WriteHeader(/*clean=*/false); !s.ok()) return s;
   out.oit_after = txns_->counters().oit;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  sweeps_.fetch_add(1, std::memory_order_relaxed);
   return out;
+}
+
+void DatabaseImpl::MaybeStartAutoSweep(uint64_t txn_id) {
+  const uint64_t interval = options_.sweep_interval;
+  if (interval == 0 || auto_sweep_running_.load(std::memory_order_acquire)) return;
+  // Cheap first: the OIT is at least where its last scan stopped, and the oldest snapshot at
+  // most this transaction. The exact check (a look at every active transaction) runs at most
+  // once per 64 transactions while only the cheap one passes.
+  if (txn_id <= txns_->oit_lower_bound() + interval) return;
+  uint64_t last = sweep_checked_at_.load(std::memory_order_relaxed);
+  if (txn_id < last + 64 && last != 0) return;
+  if (!sweep_checked_at_.compare_exchange_strong(last, txn_id)) return;
+  const txn::TxnCounters c = txns_->counters();
+  if (c.ost <= c.oit || c.ost - c.oit <= interval) return;
+  std::lock_guard<std::mutex> g(auto_sweep_mu_);
+  if (stop_sweeps_.load() || auto_sweep_running_.exchange(true)) return;
+  if (auto_sweep_.joinable()) auto_sweep_.join();  // the last one, finished
+  auto_sweeps_.fetch_add(1, std::memory_order_relaxed);
+  auto_sweep_ = std::thread([this] {
+    absl::StatusOr<SweepResult> r = Sweep(SweepOptions{});
+    if (!r.ok() && !absl::IsCancelled(r.status())) {
+      bg_errors_.Add(absl::Status(r.status().code(),
+                                  absl::StrCat("automatic sweep: ", r.status().message())));
+    }
+    auto_sweep_running_.store(false, std::memory_order_release);
+  });
+}
+
+void DatabaseImpl::StopAutoSweep() {
+  stop_sweeps_.store(true, std::memory_order_release);
+  std::lock_guard<std::mutex> g(auto_sweep_mu_);
+  if (auto_sweep_.joinable()) auto_sweep_.join();
 }
 
 }  // namespace ember::db

@@ -86,6 +86,7 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
   // The background collector's rounds unlink lines before they free them: not while we look.
   std::unique_lock<std::mutex> pause;
   if (gc_) pause = gc_->Pause();
+  std::lock_guard<std::mutex> no_sweep(sweep_mu_);  // nor a sweep's
   ValidateWalk w;
   w.rep.repaired_pages = repaired_pages_;
   w.ps = options_.page_size;

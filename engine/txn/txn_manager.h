@@ -96,6 +96,10 @@ class TxnManager {
   // After a sweep removed every version of the dead transactions below `txn` (and those
   // removals are on disk): the OIT may pass them. A dead transaction stays dead in the TIP;
   // below the OIT nothing asks.
+  // At most the OIT (where its last computation stopped): for cheap checks.
+  uint64_t oit_lower_bound() const {
+    return std::max(base_, oit_scan_.load(std::memory_order_relaxed));
+  }
   void SetSweptBelow(uint64_t txn) {
     uint64_t cur = swept_below_.load(std::memory_order_relaxed);
     while (cur < txn && !swept_below_.compare_exchange_weak(cur, txn)) {

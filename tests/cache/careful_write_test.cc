@@ -575,7 +575,7 @@ TEST_CASE("careful write: eviction writes a quarter of the cache per round, and 
 
 TEST_CASE("careful write: after a power loss no reachable page links to a page version that is "
           "not on disk (every reordering of unsynced writes)",
-          "[cache]") {
+          "[exhaustive][cache]") {
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     INFO("seed " << seed);
     testing::TempDir dir;

@@ -1048,14 +1048,14 @@ void PowerLossTest(LossModel loss, const char* name) {
 }
 
 TEST_CASE("blob crash: power loss in the middle of a BLOB write or its commit (DropUnsynced)",
-          "[crash]") {
+          "[exhaustive][crash]") {
   PowerLossTest(LossModel::kDropUnsynced, "power loss");
 }
 
 TEST_CASE(
     "blob crash: power loss with unsynced page writes reordered, in the middle of a BLOB "
     "write or its commit",
-    "[crash]") {
+    "[exhaustive][crash]") {
   PowerLossTest(LossModel::kReorder, "power loss, reordered");
 }
 

@@ -333,12 +333,12 @@ void PowerLossTest(LossModel loss, const char* name) {
 }
 
 TEST_CASE("crash: power loss (FaultFile::DropUnsynced) keeps exactly the committed transactions",
-          "[crash]") {
+          "[exhaustive][crash]") {
   PowerLossTest(LossModel::kDropUnsynced, "power loss");
 }
 
 TEST_CASE("crash: power loss with unsynced page writes reordered keeps the committed transactions",
-          "[crash]") {
+          "[exhaustive][crash]") {
   PowerLossTest(LossModel::kReorder, "power loss, reordered");
 }
 
@@ -496,7 +496,7 @@ void IoErrorCase(Fault fault, uint64_t n, uint64_t seed, const std::string& temp
 
 TEST_CASE("crash: EIO and ENOSPC on writes and fsync fail the call cleanly and lose nothing "
           "committed",
-          "[crash]") {
+          "[exhaustive][crash]") {
   const uint64_t seed = AnnounceSeed("I/O errors", kFixedSeed);
   CAPTURE(seed);
   ScratchDir dir("ember-crash");

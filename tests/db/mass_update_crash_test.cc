@@ -194,7 +194,7 @@ void MassUpdateCrashRound(const std::string& template_path, const std::string& p
   REQUIRE_OK(db->Close());
 }
 
-TEST_CASE("crash in the middle of a mass update keeps the committed state", "[savepoint][gc]") {
+TEST_CASE("crash in the middle of a mass update keeps the committed state", "[exhaustive][savepoint][gc]") {
   const bool power_loss = GENERATE(false, true);
   const bool no_savepoint = GENERATE(false, true);
   const uint64_t seed = crashtest::AnnounceSeed("mass update", 0x3A55'0D7Eull) + power_loss * 2 +

@@ -142,7 +142,7 @@ TEST_CASE("repeated updates: rollback after many passes over a working set resto
 // thread writing pages of its own meanwhile) and by the transaction's counters.
 TEST_CASE("repeated updates: a transaction whose pages fit in the cache writes nothing before "
           "its commit",
-          "[db][update]") {
+          "[db][update][exhaustive]") {
   struct Layout {
     const char* name;
     int64_t rows;  // the working set is the whole table

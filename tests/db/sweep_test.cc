@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <random>
 #include <string>
@@ -329,6 +330,78 @@ TEST_CASE("sweep: a read error in one worker fails the sweep, loses nothing, kee
   CHECK(ok.oit_after > oit);
   CHECK(VALUE_OR_FAIL(db->GetTableStats(t)).dead_versions == 0);
   REQUIRE_OK(db->Close());
+}
+
+TEST_CASE("sweep: the automatic sweep starts past the interval, not before", "[sweep]") {
+  TempDb tmp;
+  Options o = SweepOptionsFor();
+  o.sweep_interval = 200;
+  auto db = OpenOrFail(tmp.path(), o);
+  Table t = MakeBig(db.get());
+  std::vector<RecordId> ids = Fill(db.get(), t, 500);
+  uint64_t dead_id;
+  {
+    TransactionOptions to;
+    to.no_savepoint = true;
+    auto txn = VALUE_OR_FAIL(db->Begin(to));
+    dead_id = db->stats().next_transaction - 1;
+    for (int i = 0; i < 500; ++i) {
+      REQUIRE_OK(txn->Update(t, ids[i], {int64_t{i}, int64_t{-1}, std::string(10, 'd')}));
+    }
+    REQUIRE_OK(txn->Rollback());
+  }
+  auto run = [&](int n) {
+    for (int i = 0; i < n; ++i) REQUIRE_OK(VALUE_OR_FAIL(db->Begin())->Commit());
+  };
+  run(150);  // the gap is below the interval
+  CHECK(db->stats().automatic_sweeps == 0);
+  CHECK(db->stats().oldest_interesting <= dead_id);
+  // A snapshot held open keeps the oldest snapshot near the OIT: no sweep either.
+  auto held = VALUE_OR_FAIL(db->Begin());
+  run(300);
+  CHECK(db->stats().automatic_sweeps == 0);
+  REQUIRE_OK(held->Commit());
+  run(100);  // past the interval now (checked at most every 64 transactions)
+  CHECK(db->stats().automatic_sweeps == 1);
+  for (int i = 0; i < 20000 && db->stats().sweeps == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(db->stats().sweeps == 1);
+  CHECK(db->stats().oldest_interesting > dead_id);
+  CHECK(VALUE_OR_FAIL(db->GetTableStats(t)).dead_versions == 0);
+  REQUIRE_OK(db->Close());
+}
+
+TEST_CASE("sweep: Close stops an automatic sweep cleanly", "[sweep]") {
+  TempDb tmp;
+  Options o = SweepOptionsFor(64);
+  o.sweep_interval = 1;
+  {
+    auto db = OpenOrFail(tmp.path(), o);
+    Table t = MakeBig(db.get());
+    std::vector<RecordId> ids = Fill(db.get(), t, 20000);
+    TransactionOptions to;
+    to.no_savepoint = true;
+    auto txn = VALUE_OR_FAIL(db->Begin(to));
+    for (int i = 0; i < 20000; ++i) {
+      REQUIRE_OK(txn->Update(t, ids[i], {int64_t{i}, int64_t{-1}, std::string(10, 'd')}));
+    }
+    REQUIRE_OK(txn->Rollback());
+    for (int i = 0; i < 70 && db->stats().automatic_sweeps == 0; ++i) {
+      REQUIRE_OK(VALUE_OR_FAIL(db->Begin())->Commit());
+    }
+    CHECK(db->stats().automatic_sweeps == 1);
+    REQUIRE_OK(db->Close());  // whether the sweep was done or not
+  }
+  o.sweep_interval = 0;  // what the first close left, read quietly
+  auto db = OpenOrFail(tmp.path(), o);
+  Table t = VALUE_OR_FAIL(db->GetTable("big"));
+  auto r = VALUE_OR_FAIL(db->Begin());
+  std::map<int64_t, int64_t> f = Fields(r.get(), t);
+  REQUIRE(f.size() == 20000);
+  for (const auto& [id, field] : f) REQUIRE(field == id);
+  REQUIRE_OK(r->Commit());
+  RequireValid(db.get(), "after reopen");
 }
 
 }  // namespace

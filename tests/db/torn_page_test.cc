@@ -177,7 +177,7 @@ Outcome Round(uint32_t ps, bool doublewrite, uint64_t seed) {
 
 TEST_CASE("torn pages: a power loss that tears the pages being written loses no committed row, "
           "at every page size",
-          "[crash][doublewrite]") {
+          "[exhaustive][crash][doublewrite]") {
   const uint64_t seed = 0x70726e;
   uint64_t tears = 0, repaired = 0, torn_repaired = 0;
   for (uint32_t ps : {4096u, 8192u, 16384u, 32768u}) {

@@ -363,7 +363,7 @@ TEST_CASE("btree: multi-column keys order column by column", "[btree][index]") {
 // ---------------------------------------------------------------- splits against a model
 
 TEST_CASE("btree: thousands of random inserts and removes split every level and match a model",
-          "[btree][index]") {
+          "[exhaustive][btree][index]") {
   const uint32_t ps = GENERATE(4096u, 8192u);
   CAPTURE(ps);
   TreeFile f(ps, 256);  // a small cache: pages are evicted and read back
@@ -581,7 +581,7 @@ TEST_CASE("btree: an ascending load of keys of varied length splits at the right
 }
 
 TEST_CASE("btree: every partial flush of a split cascade reads correctly and is repaired",
-          "[btree][index][crash]") {
+          "[exhaustive][btree][index][crash]") {
   const uint32_t ps = 4096;
   std::mt19937_64 rng(3);
   // Long random keys: about four per leaf, so there are enough leaves for several internal
@@ -974,7 +974,7 @@ BulkBuildStats BulkLoad(TreeFile& f, const Model& model, int ranges, int fill, u
 }
 
 TEST_CASE("btree bulk build: any number of entries and ranges gives exactly the tree",
-          "[btree][bulk]") {
+          "[exhaustive][btree][bulk]") {
   struct Case {
     uint32_t ps;
     size_t n;

@@ -397,7 +397,7 @@ void CheckPage(const std::vector<uint8_t>& page, uint32_t ps, const BtreeNode& m
 }
 
 TEST_CASE("btree page: lower bound, in-place insert and remove match the decoded model",
-          "[btree][page]") {
+          "[exhaustive][btree][page]") {
   // The lower bound must agree with a binary search over the decoded keys, and every in-place
   // change must leave a page that decodes to the model.
   for (uint32_t ps : {kMinPageSize, 8192u}) {
