@@ -136,10 +136,27 @@ absl::Status RunBuilder::Finish() {
   if (finished_) return absl::OkStatus();
   finished_ = true;
   if (recs_size_ == 0) return absl::OkStatus();
-  // The last run stays where it is: the merge reads its entries through the records, with the
-  // arena reads started ahead, rather than paying a copy into key order and the memory for it.
   SortPrefixRecs(recs_, recs_size_, arena_);
   ++stats_.runs;
+  // The last run stays in memory. Its entries lie in arrival order, so a merge reading them in
+  // key order takes a cache miss per entry (4M entries: 0.58 s against 0.15 s). Where the
+  // limit has room for a second arena, they are copied into key order first, in a loop that
+  // keeps many reads in flight (0.2 s for 4M); otherwise the merge reads them in place.
+  if (temp_ != nullptr && Memory() + arena_size_ > limit_) return absl::OkStatus();
+  char* sorted = static_cast<char*>(util::LargeAlloc(std::max<size_t>(arena_size_, 1)));
+  stats_.peak_memory = std::max(stats_.peak_memory, Memory() + arena_size_);
+  size_t at = 0;
+  for (size_t i = 0; i < recs_size_; ++i) {
+    if (i + kPrefetchAhead < recs_size_) __builtin_prefetch(arena_ + recs_[i + kPrefetchAhead].off);
+    PrefixRec& r = recs_[i];
+    const size_t n = EntryBytes(r.len);
+    std::memcpy(sorted + at, arena_ + r.off, n);
+    r.off = static_cast<uint32_t>(at);
+    at += n;
+  }
+  util::LargeFree(arena_, arena_cap_);
+  arena_ = sorted;
+  arena_cap_ = std::max<size_t>(arena_size_, 1);
   return absl::OkStatus();
 }
 
