@@ -83,7 +83,9 @@ absl::Status DatabaseImpl::DropTable(std::string_view name) {
             " active transaction(s): commit or roll them back before dropping it"));
       }
       if (!s.ok()) {
-        (void)txns_->MarkDead(txn->id);
+        // It wrote nothing: ended as an empty commit, it holds back no one (a dead one would
+        // stay interesting until a sweep).
+        (void)txns_->CommitNoWrites(txn->id, /*counted=*/false);
         return s;
       }
       t = it->second;
