@@ -1,6 +1,7 @@
 // RunBuilder (see key_sorter.h): gathering a worker's entries, sorting them into runs and
 // spilling runs to temp space past the memory limit.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -23,11 +24,15 @@ constexpr size_t kPrefetchAhead = 16;
 // Record offsets are 32-bit: a run in memory spills before its arena passes this.
 constexpr uint64_t kMaxArena = UINT32_MAX;
 
+// The arena's alignment, the same at every LargeAlloc and LargeFree of it (a mismatch is
+// undefined behaviour for the buffers operator new serves).
+constexpr size_t kArenaAlign = alignof(std::max_align_t);
+
 template <typename T>
-T* Reallocate(T* old, size_t old_cap, size_t used, size_t new_cap) {
-  T* p = static_cast<T*>(util::LargeAlloc(new_cap * sizeof(T), alignof(T)));
+T* Reallocate(T* old, size_t old_cap, size_t used, size_t new_cap, size_t align) {
+  T* p = static_cast<T*>(util::LargeAlloc(new_cap * sizeof(T), align));
   if (used > 0) std::memcpy(p, old, used * sizeof(T));
-  if (old != nullptr) util::LargeFree(old, old_cap * sizeof(T), alignof(T));
+  if (old != nullptr) util::LargeFree(old, old_cap * sizeof(T), align);
   return p;
 }
 
@@ -40,26 +45,26 @@ RunBuilder::RunBuilder(io::TempSpace* temp, uint64_t memory_limit)
     arena_cap_ = static_cast<size_t>(
         std::min(std::max<uint64_t>(limit_, kMaxEntryBytes), kMaxArena));
     recs_cap_ = static_cast<size_t>(std::max<uint64_t>(limit_ / sizeof(PrefixRec), 1));
-    arena_ = static_cast<char*>(util::LargeAlloc(arena_cap_));
+    arena_ = static_cast<char*>(util::LargeAlloc(arena_cap_, kArenaAlign));
     recs_ = static_cast<PrefixRec*>(util::LargeAlloc(recs_cap_ * sizeof(PrefixRec), alignof(PrefixRec)));
   }
 }
 
 RunBuilder::~RunBuilder() {
   for (const SpilledRun& r : spilled_) temp_->Release(r.extent, r.bytes);
-  if (arena_ != nullptr) util::LargeFree(arena_, arena_cap_);
+  if (arena_ != nullptr) util::LargeFree(arena_, arena_cap_, kArenaAlign);
   if (recs_ != nullptr) util::LargeFree(recs_, recs_cap_ * sizeof(PrefixRec), alignof(PrefixRec));
 }
 
 void RunBuilder::Grow(size_t bytes) {
   if (arena_size_ + bytes > arena_cap_) {
     const size_t cap = std::max({arena_cap_ * 2, arena_size_ + bytes, size_t{64} << 10});
-    arena_ = Reallocate(arena_, arena_cap_, arena_size_, cap);
+    arena_ = Reallocate(arena_, arena_cap_, arena_size_, cap, kArenaAlign);
     arena_cap_ = cap;
   }
   if (recs_size_ == recs_cap_) {
     const size_t cap = std::max(recs_cap_ * 2, size_t{4096});
-    recs_ = Reallocate(recs_, recs_cap_, recs_size_, cap);
+    recs_ = Reallocate(recs_, recs_cap_, recs_size_, cap, alignof(PrefixRec));
     recs_cap_ = cap;
   }
 }
@@ -143,7 +148,8 @@ absl::Status RunBuilder::Finish() {
   // limit has room for a second arena, they are copied into key order first, in a loop that
   // keeps many reads in flight (0.2 s for 4M); otherwise the merge reads them in place.
   if (temp_ != nullptr && Memory() + arena_size_ > limit_) return absl::OkStatus();
-  char* sorted = static_cast<char*>(util::LargeAlloc(std::max<size_t>(arena_size_, 1)));
+  char* sorted =
+      static_cast<char*>(util::LargeAlloc(std::max<size_t>(arena_size_, 1), kArenaAlign));
   stats_.peak_memory = std::max(stats_.peak_memory, Memory() + arena_size_);
   size_t at = 0;
   for (size_t i = 0; i < recs_size_; ++i) {
@@ -154,7 +160,7 @@ absl::Status RunBuilder::Finish() {
     r.off = static_cast<uint32_t>(at);
     at += n;
   }
-  util::LargeFree(arena_, arena_cap_);
+  util::LargeFree(arena_, arena_cap_, kArenaAlign);
   arena_ = sorted;
   arena_cap_ = std::max<size_t>(arena_size_, 1);
   return absl::OkStatus();
