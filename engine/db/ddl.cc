@@ -283,20 +283,24 @@ absl::Status DatabaseImpl::FreeDropped(const PendingDrop& d) {
     }
     uint64_t versions = 0;
     absl::Status blob_error;
+    std::vector<std::string> bodies;  // BLOB headers: their pages are read after the walk
     absl::Status s = rel->Check(
         &errors, &pages, [](uint64_t) {}, &versions,
         [&](page::PageNo, uint16_t, uint64_t, std::string_view body) {
-          absl::StatusOr<blob::BlobHeader> h = blob::DecodeBlobHeader(body);
-          if (!h.ok()) {
-            blob_error.Update(h.status());
-            return;
-          }
-          std::vector<page::PageNo> data, lists;
-          blob_error.Update(blob::DataPagesOf(cache_.get(), *h, &data, &lists));
-          pages.insert(pages.end(), data.begin(), data.end());
-          pages.insert(pages.end(), lists.begin(), lists.end());
+          bodies.emplace_back(body);
         });
     if (!s.ok()) return s;
+    for (const std::string& body : bodies) {
+      absl::StatusOr<blob::BlobHeader> h = blob::DecodeBlobHeader(body);
+      if (!h.ok()) {
+        blob_error.Update(h.status());
+        continue;
+      }
+      std::vector<page::PageNo> data, lists;
+      blob_error.Update(blob::DataPagesOf(cache_.get(), *h, &data, &lists));
+      pages.insert(pages.end(), data.begin(), data.end());
+      pages.insert(pages.end(), lists.begin(), lists.end());
+    }
     if (!blob_error.ok()) errors.push_back(std::string(blob_error.message()));
   }
   for (index::BTree* tree : d.trees) {

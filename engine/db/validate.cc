@@ -134,25 +134,30 @@ absl::Status DatabaseImpl::CheckRelations(ValidateWalk* w) {
   }
   // What drops left, not freed yet (some snapshot may still read it): reachable, unchecked
   // for orphans.
+  // (BLOB pages are read after each walk, with no data page latched: one latch at a time.)
+  std::vector<std::string> bodies;
   for (const PendingDrop& d : pending_drops_) {
     if (d.table == nullptr) continue;
     uint64_t versions = 0;
+    bodies.clear();
     absl::Status s = d.table->relation->Check(
         &rep.errors, &pages, [](uint64_t) {}, &versions,
         [&](page::PageNo, uint16_t, uint64_t, std::string_view body) {
-          CheckBlobPages(cache_.get(), d.table->id, body, w);
+          bodies.emplace_back(body);
         });
     if (!s.ok()) return s;
+    for (const std::string& body : bodies) CheckBlobPages(cache_.get(), d.table->id, body, w);
   }
   for (const auto& t : tables_) {
     const size_t ncols = t->schema.columns.size();
     absl::flat_hash_set<uint64_t> named;
     std::vector<std::pair<uint64_t, uint64_t>> headers;  // (BLOB id, writer)
+    bodies.clear();
     absl::Status s = t->relation->Check(
         &rep.errors, &pages, [](uint64_t) {}, &rep.records,
         [&](page::PageNo p, uint16_t line, uint64_t txn, std::string_view body) {
           headers.emplace_back(blob::StoredId(t->id, p, line), txn);
-          CheckBlobPages(cache_.get(), t->id, body, w);
+          bodies.emplace_back(body);
         },
         [&](std::string_view raw) {
           Row row;
@@ -163,6 +168,7 @@ absl::Status DatabaseImpl::CheckRelations(ValidateWalk* w) {
           return absl::OkStatus();
         });
     if (!s.ok()) return s;
+    for (const std::string& body : bodies) CheckBlobPages(cache_.get(), t->id, body, w);
     std::vector<uint64_t> table_orphans;
     for (const auto& [id, writer] : headers) {
       // An active writer may be about to write the record naming it.
