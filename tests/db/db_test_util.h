@@ -126,6 +126,17 @@ inline std::unique_ptr<Database> OpenOrFail(const std::string& path, const Optio
   return std::move(*db);
 }
 
+// Validate finds no error and no unreachable page (`when` names the moment in the failure);
+// returns the report for further checks.
+inline ValidationReport RequireValid(Database* db, const std::string& when) {
+  absl::StatusOr<ValidationReport> r = db->Validate();
+  if (!r.ok()) FAIL(when << ": Validate: " << r.status().ToString());
+  INFO(when << ": " << (r->errors.empty() ? std::string() : r->errors[0]));
+  REQUIRE(r->errors.empty());
+  REQUIRE(r->unreachable_pages.empty());
+  return std::move(*r);
+}
+
 // Every row of a cursor, with its record id.
 // A database with table t(id int64 NOT NULL, k int64, v string), a unique index t_id on id and
 // a non-unique index t_k on k: the fixture of the transaction, savepoint and GC tests (each

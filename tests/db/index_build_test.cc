@@ -18,8 +18,8 @@
 #include "ember/ember.h"
 #include "engine/db/db_state.h"
 #include "engine/index/btree.h"
-#include "engine/io/fault_file.h"
 #include "tests/db/db_test_util.h"
+#include "tests/db/fault_db.h"
 
 namespace ember {
 namespace {
@@ -27,6 +27,7 @@ namespace {
 using testing::CreateOptions;
 using testing::IsError;
 using testing::OpenOrFail;
+using testing::RequireValid;
 using testing::TempDb;
 
 // Every (entry, value) of an index's tree, in order, through BTree::Check (which also checks
@@ -41,13 +42,6 @@ std::vector<std::pair<std::string, uint64_t>> TreeEntries(const Index& ix) {
   INFO(errors.size() << " tree problems, the first: " << (errors.empty() ? "" : errors[0]));
   REQUIRE(errors.empty());
   return out;
-}
-
-void RequireValid(Database* db, const std::string& when) {
-  ValidationReport r = VALUE_OR_FAIL(db->Validate());
-  INFO(when << ": " << (r.errors.empty() ? "" : r.errors[0]));
-  REQUIRE(r.errors.empty());
-  REQUIRE(r.unreachable_pages.empty());
 }
 
 // T(id int64, a string, b int64, c string) with rows whose keys repeat, hold NULLs and long
@@ -289,12 +283,9 @@ TEST_CASE("index build: a read error in one worker cancels the build and changes
     o.max_parallel_workers = 4;
     o.use_io_uring = false;
     o.gc_policy = GcPolicy::kCooperative;
-    io::FileOptions fo;
-    fo.mode = io::OpenMode::kCreateNew;
-    auto fault = std::make_unique<io::FaultFile>(VALUE_OR_FAIL(io::OpenPosixFile(tmp.path(), fo)));
-    io::FaultFile* ff = fault.get();
-    std::unique_ptr<db::DatabaseImpl> d =
-        VALUE_OR_FAIL(db::DatabaseImpl::OpenFile(std::move(fault), o, /*create=*/true));
+    testing::FaultDb fdb = testing::CreateFaultDb(tmp.path(), o);
+    io::FaultFile* ff = fdb.ff;
+    std::unique_ptr<db::DatabaseImpl>& d = fdb.db;
     Database* db = d.get();
     Table t = VALUE_OR_FAIL(db->CreateTable({"t",
                                             {{"id", ColumnType::kInt64, false},

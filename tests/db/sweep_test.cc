@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
 #include "engine/db/db_state.h"
-#include "engine/io/fault_file.h"
 #include "tests/db/db_test_util.h"
+#include "tests/db/fault_db.h"
 
 namespace ember {
 namespace {
@@ -26,15 +26,9 @@ namespace {
 using testing::CreateOptions;
 using testing::IsError;
 using testing::OpenOrFail;
+using testing::RequireValid;
 using testing::ScanAll;
 using testing::TempDb;
-
-void RequireValid(Database* db, const std::string& when) {
-  ValidationReport r = VALUE_OR_FAIL(db->Validate());
-  INFO(when << ": " << (r.errors.empty() ? "" : r.errors[0]));
-  REQUIRE(r.errors.empty());
-  REQUIRE(r.unreachable_pages.empty());
-}
 
 Options SweepOptionsFor(uint32_t cache_pages = 512) {
   Options o = CreateOptions(4096, cache_pages);
@@ -292,12 +286,9 @@ TEST_CASE("sweep: a read error in one worker fails the sweep, loses nothing, kee
   TempDb tmp;
   Options o = SweepOptionsFor(32);  // the table does not fit: the sweep reads
   o.use_io_uring = false;
-  io::FileOptions fo;
-  fo.mode = io::OpenMode::kCreateNew;
-  auto fault = std::make_unique<io::FaultFile>(VALUE_OR_FAIL(io::OpenPosixFile(tmp.path(), fo)));
-  io::FaultFile* ff = fault.get();
-  std::unique_ptr<db::DatabaseImpl> d =
-      VALUE_OR_FAIL(db::DatabaseImpl::OpenFile(std::move(fault), o, /*create=*/true));
+  testing::FaultDb fdb = testing::CreateFaultDb(tmp.path(), o);
+  io::FaultFile* ff = fdb.ff;
+  std::unique_ptr<db::DatabaseImpl>& d = fdb.db;
   Database* db = d.get();
   Table t = MakeBig(db);
   std::vector<RecordId> ids = Fill(db, t, 3000);
@@ -420,13 +411,9 @@ TEST_CASE("sweep: a power loss at any sync of a sweep loses nothing and revives 
     o.sweep_interval = 0;
     uint64_t dead_id = 0;
     {
-      io::FileOptions fo;
-      fo.mode = io::OpenMode::kCreateNew;
-      auto fault =
-          std::make_unique<io::FaultFile>(VALUE_OR_FAIL(io::OpenPosixFile(tmp.path(), fo)));
-      io::FaultFile* ff = fault.get();
-      std::unique_ptr<db::DatabaseImpl> d =
-          VALUE_OR_FAIL(db::DatabaseImpl::OpenFile(std::move(fault), o, /*create=*/true));
+      testing::FaultDb fdb = testing::CreateFaultDb(tmp.path(), o);
+      io::FaultFile* ff = fdb.ff;
+      std::unique_ptr<db::DatabaseImpl>& d = fdb.db;
       Database* db = d.get();
       Table t = MakeBig(db);
       std::vector<RecordId> ids = Fill(db, t, 1500);
