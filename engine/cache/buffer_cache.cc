@@ -530,24 +530,34 @@ struct EarlyWrites {
 };
 }  // namespace
 
-absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
-  if (first == then.page_no()) return absl::OkStatus();
-  // The version of `first` that `then` is about to depend on, and whether it is on disk yet.
-  Frame* ff = Lookup(first);
-  uint64_t need = 0;
-  bool unwritten = false;
+BufferCache::DiskState BufferCache::StateOnDisk(PageNo no) {
+  DiskState st;
+  st.frame = Lookup(no);
   std::optional<uint64_t> epoch;
-  if (ff) {
-    std::lock_guard<std::mutex> g(ff->meta);
-    if (ff->page_no.load(std::memory_order_acquire) == first) {
-      need = ff->mod_seq;
-      unwritten = ff->written_seq.load(std::memory_order_acquire) < need;
-      epoch = ff->written_epoch.load(std::memory_order_acquire);
+  if (st.frame) {
+    std::lock_guard<std::mutex> g(st.frame->meta);
+    if (st.frame->page_no.load(std::memory_order_acquire) == no) {
+      st.need = st.frame->mod_seq;
+      st.unwritten = st.frame->written_seq.load(std::memory_order_acquire) < st.need;
+      epoch = st.frame->written_epoch.load(std::memory_order_acquire);
     }
   }
   // Not resident (read after finding so): written when it left the cache, maybe not synced.
   if (!epoch) epoch = evicted_epoch_.load();
-  if (!unwritten && Durable(*epoch)) return absl::OkStatus();
+  st.on_disk = !st.unwritten && Durable(*epoch);
+  return st;
+}
+
+bool BufferCache::IsOnDisk(PageNo no) { return StateOnDisk(no).on_disk; }
+
+absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
+  if (first == then.page_no()) return absl::OkStatus();
+  // The version of `first` that `then` is about to depend on, and whether it is on disk yet.
+  const DiskState st = StateOnDisk(first);
+  if (st.on_disk) return absl::OkStatus();
+  Frame* ff = st.frame;
+  const uint64_t need = st.need;
+  const bool unwritten = st.unwritten;
   if (unwritten) {
     // Would the edge close a cycle? Search `first`'s prerequisites (bounded) for `then`.
     std::vector<PageNo> stack{first};

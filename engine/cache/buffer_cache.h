@@ -135,6 +135,9 @@ class BufferCache {
   // already on disk (durably, with forced writes). If the edge would close a cycle, `first`
   // (with its own chain, including `then` as it is now) is written at once instead.
   absl::Status AddPrecedence(PageRef& then, PageNo first);
+  // Whether page `no` as it is now is on disk (durably, with forced writes): what a page that
+  // is to say something about it may rely on without an edge.
+  bool IsOnDisk(PageNo no);
 
   // Writes every page dirtied by any of `txns` (and every prerequisite still to be written) in
   // precedence order, in batches; with forced writes, syncs where the rules above need it and
@@ -189,6 +192,15 @@ class BufferCache {
   static constexpr uint32_t kChunks = 1u << (32 - kChunkBits);
 
   Frame* Lookup(PageNo no) const;
+  // Page `no`'s frame (null: not resident), its current version, and whether that version is
+  // unwritten, or on disk durably (AddPrecedence, IsOnDisk).
+  struct DiskState {
+    Frame* frame = nullptr;
+    uint64_t need = 0;
+    bool unwritten = false;
+    bool on_disk = false;
+  };
+  DiskState StateOnDisk(PageNo no);
   void MapLocked(PageNo no, uint32_t frame_index);  // REQUIRES miss_mu_
   void UnmapLocked(PageNo no);                       // REQUIRES miss_mu_
   bool TryPin(Frame* f, PageNo no);

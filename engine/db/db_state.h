@@ -178,6 +178,11 @@ class DatabaseImpl : public Database {
   void MaybeStartAutoSweep(uint64_t txn_id);
   // Close: stops a running automatic sweep and waits for its thread.
   void StopAutoSweep();
+  // Sweep's last step on data pages [first, end) of `t`: flags swept those left with nothing
+  // but versions every snapshot sees (Relation::MarkSwept), adding them to `*flagged` (their
+  // pointer-page slots follow once they are on disk).
+  absl::Status MarkSwept(internal::TableState* t, uint32_t first, uint32_t end,
+                         std::vector<uint32_t>* flagged);
   const Options& options() const override { return options_; }
   uint32_t max_key_size() const override;
   // Whether a transaction reading at snapshot `cn` still sees table `t` (a snapshot older

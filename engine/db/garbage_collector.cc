@@ -371,6 +371,7 @@ absl::StatusOr<TableStats> DatabaseImpl::GetTableStats(const Table& table) {
   out.dead_versions = v.dead_heads;
   out.data_pages = v.data_pages;
   out.pages_with_garbage = v.garbage_pages;
+  out.swept_pages = v.swept_pages;
   return out;
 }
 

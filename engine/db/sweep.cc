@@ -59,6 +59,8 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
   out.workers = w;
   std::vector<CollectTally> tallies(static_cast<size_t>(w));
   std::vector<uint64_t> visited(static_cast<size_t>(w));
+  std::vector<uint64_t> skipped(static_cast<size_t>(w));
+  std::vector<std::vector<uint32_t>> flagged(items.size());  // per item: pages MarkSwept flagged
   absl::Status s = pool->Run(w, items.size(), [&](size_t i, const worker::TaskContext& ctx) {
     const Item& it = items[i];
     record::Relation* rel = it.table->relation.get();
@@ -66,11 +68,16 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
     std::vector<uint64_t> recs;
     std::vector<record::Unlinked> unlinked;
     absl::Status st;
-    rel->PrefetchPages(it.first, it.end - it.first);
+    rel->PrefetchPages(it.first, it.end - it.first, /*skip_swept=*/true);
     if (stop_sweeps_.load(std::memory_order_acquire)) {
       return absl::CancelledError("sweep stopped: the database is closing");
     }
     for (uint32_t seq = it.first; seq < it.end && st.ok() && !ctx.cancelled(); ++seq) {
+      if (rel->IsSecondary(seq)) continue;  // reached through the primary pages' chains
+      if (rel->IsSwept(seq)) {
+        ++skipped[static_cast<size_t>(ctx.worker)];
+        continue;
+      }
       recs.clear();
       st = rel->ListCollectable(seq, &recs);
       ++visited[static_cast<size_t>(ctx.worker)];
@@ -85,6 +92,7 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
     absl::Status fs = rel->FreeUnlinked(&unlinked, kGcMarkTxn);
     if (!fs.ok() && gc_) gc_->KeepUnfreed(it.table->id, &unlinked);
     if (st.ok()) st = fs;
+    if (st.ok() && !ctx.cancelled()) st = MarkSwept(it.table, it.first, it.end, &flagged[i]);
     return st;
   });
   for (size_t i = 0; i < tallies.size(); ++i) {
@@ -94,6 +102,7 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
     out.blobs_removed += tallies[i].blobs;
     out.records_kept += tallies[i].kept;
     out.pages_visited += visited[i];
+    out.pages_skipped += skipped[i];
   }
   if (!s.ok()) return s;
 
@@ -123,11 +132,49 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
   // below the OIT, a reopened database reads every transaction as committed.
   if (s = cache_->FlushAll(); !s.ok()) return s;
   txns_->SetSweptBelow(floor);
+  // The pages flagged swept are on disk now (unless changed since): their pointer-page slots
+  // can say so (Relation::FlagSweptSlots), and go to disk with the header.
+  {
+    std::shared_lock<std::shared_mutex> cat(catalog_mu_);
+    for (size_t i = 0; i < items.size();) {
+      TableState* t = items[i].table;
+      std::vector<uint32_t> seqs;
+      for (; i < items.size() && items[i].table == t; ++i) {
+        seqs.insert(seqs.end(), flagged[i].begin(), flagged[i].end());
+      }
+      if (t->drop_txn.load(std::memory_order_acquire) != 0) continue;
+      uint32_t n = 0;
+      if (s = t->relation->FlagSweptSlots(seqs, &n); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("sweep of table ", t->schema.name,
+                                                   ": flagging pages swept: ", s.message()));
+      }
+      out.pages_flagged += n;
+    }
+  }
+  if (s = cache_->FlushAll(); !s.ok()) return s;
   if (s = WriteHeader(/*clean=*/false); !s.ok()) return s;
   out.oit_after = txns_->counters().oit;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sweeps_.fetch_add(1, std::memory_order_relaxed);
   return out;
+}
+
+absl::Status DatabaseImpl::MarkSwept(TableState* t, uint32_t first, uint32_t end,
+                                     std::vector<uint32_t>* flagged) {
+  // Shared: a dropped table's pages are not freed (and reused) under the flagging.
+  std::shared_lock<std::shared_mutex> cat(catalog_mu_);
+  if (t->drop_txn.load(std::memory_order_acquire) != 0) return absl::OkStatus();
+  const uint64_t horizon = GcHorizon();
+  for (uint32_t seq = first; seq < end; ++seq) {
+    absl::StatusOr<bool> marked = t->relation->MarkSwept(seq, horizon);
+    if (!marked.ok()) {
+      return absl::Status(marked.status().code(),
+                          absl::StrCat("sweep of table ", t->schema.name, " data page ", seq,
+                                       ": ", marked.status().message()));
+    }
+    if (*marked) flagged->push_back(seq);
+  }
+  return absl::OkStatus();
 }
 
 void DatabaseImpl::MaybeStartAutoSweep(uint64_t txn_id) {

@@ -20,7 +20,9 @@ namespace ember::page {
 
 enum PpFlag : uint8_t {
   kPpFull = 0x01,        // the data page has no room for another primary record
-  kPpSwept = 0x02,       // every record on the data page is a single committed version
+  // Every line on the data page is a primary version every snapshot sees, or a fragment of
+  // one (set by sweep, cleared before any change; relation_swept.cc).
+  kPpSwept = 0x02,
   kPpHasGarbage = 0x04,  // the data page holds versions that may be garbage
   kPpSecondary = 0x08,   // the data page holds only back versions / fragments
 };

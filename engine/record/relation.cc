@@ -5,6 +5,7 @@
 #include "engine/record/relation.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "engine/page/data_page.h"
@@ -107,13 +108,14 @@ void Relation::SetFastPage(uint32_t seq, PageNo p, uint8_t flags) {
   }
 }
 
-void Relation::PrefetchPages(uint32_t first, uint32_t n) const {
+void Relation::PrefetchPages(uint32_t first, uint32_t n, bool skip_swept) const {
   std::vector<PageNo> pages;
   const uint32_t count = PageSequences();
+  const uint64_t skip = page::kPpSecondary | (skip_swept ? page::kPpSwept : 0);
   for (uint32_t seq = first; seq < count && seq - first < n; ++seq) {
     const uint64_t e = FastEntry(seq);
     const PageNo p = static_cast<PageNo>(e);
-    if (p != page::kNoPage && !((e >> 32) & page::kPpSecondary)) pages.push_back(p);
+    if (p != page::kNoPage && !((e >> 32) & skip)) pages.push_back(p);
   }
   for (size_t i = 0; i < pages.size(); i += cache::BufferCache::kMaxPrefetch) {
     const size_t k = std::min(pages.size() - i, cache::BufferCache::kMaxPrefetch);
@@ -556,7 +558,7 @@ absl::StatusOr<std::string> Relation::ReadBlobRecord(PageNo p, uint16_t line) {
 }
 
 absl::Status Relation::DeleteBlobRecord(PageNo p, uint16_t line, uint64_t mark_txn) {
-  absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kExclusive);
+  absl::StatusOr<PageRef> r = FetchForChange(p);
   if (!r.ok()) return r.status();
   std::optional<std::string_view> rec = page::DpGet(r->data(), ps_, line);
   RecordHeader h;
@@ -624,6 +626,13 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
     if (secondary != ((page::GetFlags(d) & page::kPpSecondary) != 0)) {
       errors->push_back(absl::StrCat("page ", p, ": secondary flag disagrees with pointer page"));
     }
+    // A swept flag (on the page or in its slot) must not lie: nothing but versions every
+    // snapshot sees (relation_swept.cc). The slot's flag without the page's never happens.
+    const bool pp_swept = (infos[seq].flags & page::kPpSwept) != 0;
+    const bool swept = (page::GetFlags(d) & page::kPpSwept) != 0;
+    if (pp_swept && !swept) {
+      errors->push_back(absl::StrCat("page ", p, ": flagged swept in its pointer page slot only"));
+    }
     const uint16_t n = page::DpLineCount(d);
     for (uint16_t line = 0; line < n; ++line) {
       std::optional<std::string_view> rec = page::DpGet(d, ps_, line);
@@ -632,6 +641,12 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
       if (!DecodeHeader(*rec, &h)) {
         errors->push_back(absl::StrCat("page ", p, " line ", line, ": corrupt record header"));
         continue;
+      }
+      // Any committed version: it was at or below the horizon when the page was flagged.
+      if (swept && !SweptLine(h, std::numeric_limits<uint64_t>::max())) {
+        errors->push_back(absl::StrCat("page ", p, " line ", line,
+                                       ": the page is flagged swept but holds a version a sweep "
+                                       "would look at"));
       }
       if ((h.flags & kRecBlob) && on_blob) on_blob(p, line, h.txn, rec->substr(h.size()));
       if (h.flags & kRecNotPrimary) continue;

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
+#include "engine/page/pointer_page.h"
 #include "engine/record/record_format.h"
 #include "engine/txn/txn_manager.h"
 
@@ -91,6 +92,7 @@ struct VersionStats {
   uint64_t dead_heads = 0;           // heads written by rolled-back transactions
   uint64_t data_pages = 0;
   uint64_t garbage_pages = 0;        // pages flagged as holding garbage
+  uint64_t swept_pages = 0;          // pages flagged swept in their pointer-page slots
 };
 
 // Mark id for page changes no transaction owns (garbage collection, hints such as the pointer
@@ -215,6 +217,24 @@ class Relation {
   absl::Status ForEachVersionOnPage(uint32_t seq, const PageVersionFn& fn,
                                     std::pair<page::PageNo, uint16_t>* at = nullptr);
 
+  // Swept flags (kPpSwept, docs/format.md; relation_swept.cc), in two steps. MarkSwept flags
+  // primary data page `seq` itself when every line on it is a primary version every snapshot
+  // sees (committed at or before `horizon_cn`, no older version, not a delete stub) or a
+  // fragment of one, and returns whether it did. FlagSweptSlots, for pages so flagged, sets the
+  // flag in their pointer-page slots too, once the flagged page is on disk (a crash may lose a
+  // flag, never leave one on a page holding something else); `*flagged` counts the slots set.
+  // Any later change to the page clears both (Unsweep).
+  absl::StatusOr<bool> MarkSwept(uint32_t seq, uint64_t horizon_cn);
+  absl::Status FlagSweptSlots(std::span<const uint32_t> seqs, uint32_t* flagged = nullptr);
+  // Whether the pointer page flags data page `seq` swept (its copy in memory: no page read).
+  bool IsSwept(uint32_t seq) const {
+    return (static_cast<uint8_t>(FastEntry(seq) >> 32) & page::kPpSwept) != 0;
+  }
+  // Whether data page `seq` is a secondary one (back versions and fragments only).
+  bool IsSecondary(uint32_t seq) const {
+    return (static_cast<uint8_t>(FastEntry(seq) >> 32) & page::kPpSecondary) != 0;
+  }
+
   // Number of data page sequences (primary and secondary).
   uint32_t PageSequences() const;
   // The visible records of data page sequence `seq` (none for a secondary page).
@@ -231,8 +251,9 @@ class Relation {
                          std::vector<uint64_t>* garbage = nullptr, uint64_t horizon_cn = 0);
 
   // Read-ahead of the primary data pages of sequences [first, first + n) (a scan about to
-  // visit them): consecutive pages come in one read. Best effort.
-  void PrefetchPages(uint32_t first, uint32_t n) const;
+  // visit them): consecutive pages come in one read. Best effort. `skip_swept`: not the pages
+  // flagged swept (a sweep skips them).
+  void PrefetchPages(uint32_t first, uint32_t n, bool skip_swept = false) const;
   // Every primary record number on data page sequence `seq`, visible or not.
   absl::Status ListRecords(uint32_t seq, std::vector<uint64_t>* out);
   // The records of `seq` that may hold garbage now or later: a dead or deleted head, or one
@@ -255,6 +276,9 @@ class Relation {
   struct PageInfo {
     page::PageNo page;
     uint8_t flags;  // PpFlag bits (mirror of the pointer page)
+    // MarkSwept flagged the data page, its slot is not flagged yet; Unsweep clears it, so the
+    // slot is flagged only if no change came between (relation_swept.cc).
+    bool sweep_pending = false;
   };
 
   absl::StatusOr<page::PageNo> PageOf(uint32_t seq) const;
@@ -285,6 +309,16 @@ class Relation {
   // when the last is full. REQUIRES alloc_mu_.
   absl::Status LinkDataPage(uint64_t txn, uint32_t seq, page::PageNo dp_no, uint8_t flags);
   absl::Status SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn);
+  // Every change to a data page goes through one of these two before the page's bytes change:
+  // a page flagged swept loses its flag, the pointer-page slot first, and the page may reach
+  // disk only after the slot without the flag (precedence), so that neither copy on disk says
+  // swept once the page holds something new.
+  absl::StatusOr<cache::PageRef> FetchForChange(page::PageNo p);
+  // Whether a line with header `h` may be on a page flagged swept: a fragment, or a primary
+  // version every snapshot sees (committed at or before `horizon_cn`, nothing below it, not a
+  // delete stub).
+  bool SweptLine(const RecordHeader& h, uint64_t horizon_cn) const;
+  absl::Status Unsweep(cache::PageRef& P);
   // Frees one unlinked line or fragment chain (its `from` page is on disk already).
   absl::Status FreeLine(const Unlinked& u, uint64_t mark_txn);
   // Collect's steps (relation_gc.cc), in order, passing what they learn along in a

@@ -23,7 +23,7 @@ absl::Status Relation::Backout(uint64_t rec, uint64_t head_txn, uint64_t mark_tx
                                std::vector<Unlinked>* unlinked, std::string* removed_raw) {
   absl::StatusOr<PageNo> pno = PageOf(page::RecordDpSequence(rec));
   if (!pno.ok()) return pno.status();
-  absl::StatusOr<PageRef> pr = cache_->Fetch(*pno, LatchMode::kExclusive);
+  absl::StatusOr<PageRef> pr = FetchForChange(*pno);
   if (!pr.ok()) return pr.status();
   const uint16_t line = page::RecordLine(rec);
   std::optional<std::string_view> cur = page::DpGet(pr->data(), ps_, line);
@@ -163,7 +163,7 @@ absl::StatusOr<bool> Relation::BackOutDeadHeads(uint64_t rec, uint64_t mark_txn,
   absl::StatusOr<PageNo> pno = PageOf(page::RecordDpSequence(rec));
   if (!pno.ok()) return false;
   c->pno = *pno;
-  absl::StatusOr<PageRef> pr = cache_->Fetch(c->pno, LatchMode::kExclusive);
+  absl::StatusOr<PageRef> pr = FetchForChange(c->pno);
   if (!pr.ok()) return pr.status();
   c->P = std::move(*pr);
   PageRef& P = c->P;
@@ -256,7 +256,7 @@ absl::Status Relation::CutChain(bool whole, uint64_t mark_txn, std::vector<Unlin
         return absl::InternalError("collect: shrinking replace failed");
       }
     } else {
-      absl::StatusOr<PageRef> s = cache_->Fetch(cut_page, LatchMode::kExclusive);
+      absl::StatusOr<PageRef> s = FetchForChange(cut_page);
       if (!s.ok()) return s.status();
       if (!page::DpReplace(s->data(), ps_, chain[keep].line, nrec)) {
         return absl::InternalError("collect: shrinking replace failed");
@@ -376,7 +376,7 @@ absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
       p = static_cast<PageNo>(at >> 16);
       line = static_cast<uint16_t>(at & 0xFFFF);
     }
-    absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kExclusive);
+    absl::StatusOr<PageRef> r = FetchForChange(p);
     if (!r.ok()) return r.status();
     if (!u.fragments_only && now() != (uint64_t{p} << 16 | line)) continue;  // moved meanwhile
     std::optional<std::string_view> f = page::DpGet(r->data(), ps_, line);
@@ -422,6 +422,7 @@ absl::Status Relation::GetVersionStats(VersionStats* out) {
   for (uint32_t seq = 0; seq < pages.size(); ++seq) {
     ++out->data_pages;
     if (pages[seq].flags & page::kPpHasGarbage) ++out->garbage_pages;
+    if (pages[seq].flags & page::kPpSwept) ++out->swept_pages;
     if (pages[seq].flags & page::kPpSecondary) continue;
     // Each chain is walked with its head page latched, as readers do: the collector unlinks
     // back versions only under that page's exclusive latch, so none vanishes mid-walk.

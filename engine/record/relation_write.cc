@@ -29,7 +29,7 @@ absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreSecondary(
     if (!seq.ok()) return seq.status();
     absl::StatusOr<PageNo> pno = PageOf(*seq);
     if (!pno.ok()) return pno.status();
-    absl::StatusOr<PageRef> s = cache_->Fetch(*pno, LatchMode::kExclusive);
+    absl::StatusOr<PageRef> s = FetchForChange(*pno);
     if (!s.ok()) return s.status();
     if (page::DpFreeSpace(s->data(), ps_) < need) {
       s->Release();
@@ -166,6 +166,7 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
     }
     absl::StatusOr<PageNo> pno = PageOf(seq);
     if (!pno.ok()) return pno.status();
+    // Unswept only once the record is known to fit: a page tried and found full keeps its flag.
     absl::StatusOr<PageRef> r = cache_->Fetch(*pno, LatchMode::kExclusive);
     if (!r.ok()) return r.status();
     // Room for the record and, for every record on the page and this one, a first back
@@ -179,6 +180,7 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
       fits = live == 0 || free >= base + (live + 1) * kReservePerRecord;
     }
     if (fits) {
+      if (absl::Status st = Unsweep(*r); !st.ok()) return st;
       for (PageNo link : links) {
         if (absl::Status st = cache_->AddPrecedence(*r, link); !st.ok()) return st;
       }
@@ -187,7 +189,6 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
       if (!rec.ok()) return rec.status();
       std::optional<uint16_t> line = page::DpInsert(r->data(), ps_, *rec);
       if (line) {
-        page::SetFlags(r->data(), page::GetFlags(r->data()) & ~page::kPpSwept);
         r->Mark(txn);
         return page::MakeRecordNo(seq, *line);
       }
@@ -255,13 +256,12 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   }
   if (absl::Status s = PlaceNewHead(txn, links, &w); !s.ok()) return s;
 
-  page::SetFlags(w.P.data(), page::GetFlags(w.P.data()) & ~page::kPpSwept);
   w.P.Mark(txn);
   w.P.Release();
   if (!w.overwrite) {
     // A hint for the collector and statistics, not needed for recovery: the commit does not
     // write the pointer page for it (a crash may lose the flag; the garbage stays findable).
-    if (absl::Status s = SetPageFlags(w.seq, page::kPpHasGarbage, page::kPpSwept, kNoOwnerMark);
+    if (absl::Status s = SetPageFlags(w.seq, page::kPpHasGarbage, 0, kNoOwnerMark);
         !s.ok()) {
       return s;
     }
@@ -288,7 +288,7 @@ absl::StatusOr<WriteOutcome> Relation::LatchHead(uint64_t rec, WriteState* w) {
   absl::StatusOr<PageNo> pno = PageOf(w->seq);
   if (!pno.ok()) return WriteOutcome{WriteOutcome::kNotFound};
   w->pno = *pno;
-  absl::StatusOr<PageRef> pr = cache_->Fetch(w->pno, LatchMode::kExclusive);
+  absl::StatusOr<PageRef> pr = FetchForChange(w->pno);
   if (!pr.ok()) return pr.status();
   w->P = std::move(*pr);
   std::optional<std::string_view> cur = page::DpGet(w->P.data(), ps_, w->line);
@@ -369,7 +369,7 @@ absl::Status Relation::MakeBackVersionWhole(uint64_t txn, const std::string* raw
   if (same) {
     back.assign(*page::DpGet(P.data(), ps_, h.back_line));
   } else {
-    absl::StatusOr<PageRef> s = cache_->Fetch(h.back_page, LatchMode::kExclusive);
+    absl::StatusOr<PageRef> s = FetchForChange(h.back_page);
     if (!s.ok()) return s.status();
     S = std::move(*s);
     std::optional<std::string_view> b = page::DpGet(S.data(), ps_, h.back_line);
@@ -565,7 +565,7 @@ absl::StatusOr<bool> Relation::MakeRoomForHead(PageRef& P, PageNo pno, uint16_t 
         page::DpReplace(P.data(), ps_, r.line, rec);
       } else {
         // A secondary page after the primary one: the latch order every writer uses.
-        absl::StatusOr<PageRef> s = cache_->Fetch(r.page, LatchMode::kExclusive);
+        absl::StatusOr<PageRef> s = FetchForChange(r.page);
         if (!s.ok()) return s.status();
         std::optional<std::string_view> cur = page::DpGet(s->data(), ps_, r.line);
         RecordHeader ch;

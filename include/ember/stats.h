@@ -68,17 +68,17 @@ struct TableStats {
   uint64_t dead_versions = 0;       // newest versions written by rolled-back transactions
   uint64_t data_pages = 0;
   uint64_t pages_with_garbage = 0;  // flagged as possibly holding garbage
+  uint64_t swept_pages = 0;         // flagged swept: a sweep skips them (docs/format.md)
 };
 
-// An index as its last build found it (Database::GetIndexStats): Firebird's selectivity is
-// 1 / distinct_keys. Counted by the bulk build (CreateIndex on a populated table); an index
-// created on an empty table, or since changed by writes, is not recounted (`built` false for
-// the former).
 // What Database::Sweep did.
 struct SweepResult {
   int workers = 0;
-  uint64_t pages_visited = 0;          // data pages read
-  uint64_t pages_skipped = 0;          // data pages skipped as swept (none yet: no flags)
+  uint64_t pages_visited = 0;          // primary data pages read (the catalog's included)
+  uint64_t pages_skipped = 0;          // data pages skipped as swept (flagged by a sweep)
+  // Data pages this sweep flagged swept (in their pointer-page slots): the next sweep skips
+  // them unless they change.
+  uint64_t pages_flagged = 0;
   uint64_t versions_removed = 0;       // back versions, dead versions and delete stubs
   uint64_t records_removed = 0;        // records that went whole (a delete everyone sees)
   uint64_t index_entries_removed = 0;
@@ -90,6 +90,10 @@ struct SweepResult {
   double seconds = 0;
 };
 
+// An index as its last build found it (Database::GetIndexStats): Firebird's selectivity is
+// 1 / distinct_keys. Counted by the bulk build (CreateIndex on a populated table); an index
+// created on an empty table, or since changed by writes, is not recounted (`built` false for
+// the former).
 struct IndexStats {
   bool built = false;           // a bulk build ran (the figures below are its)
   uint64_t entries = 0;         // index entries (one per key of each non-dead version)

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
 #include "engine/db/db_state.h"
+#include "tests/db/big_table.h"
 #include "tests/db/db_test_util.h"
 #include "tests/db/fault_db.h"
 
@@ -24,7 +25,9 @@ namespace ember {
 namespace {
 
 using testing::CreateOptions;
+using testing::Fill;
 using testing::IsError;
+using testing::MakeBig;
 using testing::OpenOrFail;
 using testing::RequireValid;
 using testing::ScanAll;
@@ -35,26 +38,6 @@ Options SweepOptionsFor(uint32_t cache_pages = 512) {
   o.gc_policy = GcPolicy::kCooperative;  // nothing but the sweep collects (no reads below)
   o.max_parallel_workers = 4;
   return o;
-}
-
-Table MakeBig(Database* db) {
-  Table t = VALUE_OR_FAIL(db->CreateTable({"big",
-                                           {{"id", ColumnType::kInt64, false},
-                                            {"field", ColumnType::kInt64},
-                                            {"s", ColumnType::kString}}}));
-  REQUIRE_OK(db->CreateIndex({"big_id", "big", {"id"}, true}).status());
-  REQUIRE_OK(db->CreateIndex({"big_field", "big", {"field"}, false}).status());
-  return t;
-}
-
-std::vector<RecordId> Fill(Database* db, const Table& t, int rows) {
-  std::vector<RecordId> ids;
-  auto txn = VALUE_OR_FAIL(db->Begin());
-  for (int i = 0; i < rows; ++i) {
-    ids.push_back(VALUE_OR_FAIL(txn->Insert(t, {int64_t{i}, int64_t{i}, std::string(100, 's')})));
-  }
-  REQUIRE_OK(txn->Commit());
-  return ids;
 }
 
 // Every row's field, by id, as `txn` sees them.
@@ -207,6 +190,17 @@ TEST_CASE("sweep: 1 and 4 workers leave the same database", "[sweep]") {
   CHECK(sb.back_versions == 0);
   CHECK(sb.dead_versions == 0);
   CHECK(sa.back_versions == sb.back_versions);
+  // The same pages flagged swept, and a second sweep of either skips them all.
+  CHECK(ra.pages_flagged == rb.pages_flagged);
+  CHECK(sa.swept_pages == sb.swept_pages);
+  CHECK(sa.swept_pages == ra.pages_flagged);
+  CHECK(ra.pages_flagged > 0);
+  SweepResult ra2 = VALUE_OR_FAIL(a.db->Sweep(four));
+  SweepResult rb2 = VALUE_OR_FAIL(b.db->Sweep(one));
+  CHECK(ra2.pages_skipped == ra.pages_flagged);
+  CHECK(rb2.pages_skipped == rb.pages_flagged);
+  CHECK(ra2.versions_removed == 0);
+  CHECK(rb2.versions_removed == 0);
   auto ta = VALUE_OR_FAIL(a.db->Begin());
   auto tb = VALUE_OR_FAIL(b.db->Begin());
   CHECK(Fields(ta.get(), a.t) == Fields(tb.get(), b.t));
