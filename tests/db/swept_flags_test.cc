@@ -42,7 +42,7 @@ SweepResult SweepOn(Database* db, int workers) {
   return VALUE_OR_FAIL(db->Sweep(so));
 }
 
-TEST_CASE("swept flags: a second sweep reads no table page; a change unflags its page only",
+TEST_CASE("swept flags: a second sweep reads no table page, and a change unflags its page only",
           "[sweep][swept_flags]") {
   TempDb tmp;
   auto db = OpenOrFail(tmp.path(), FlagOptions(512));
@@ -273,7 +273,7 @@ void ModelHistory(uint64_t seed, int steps) {
   CHECK(skipped > 0);
 }
 
-TEST_CASE("swept flags: random histories against a model; no flag ever lies",
+TEST_CASE("swept flags: random histories against a model, and no flag ever lies",
           "[sweep][swept_flags]") {
   const char* env = std::getenv("EMBER_SWEPT_SEED");
   if (env != nullptr && *env != '\0') {
