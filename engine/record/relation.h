@@ -14,6 +14,7 @@
 // Latch order: primary data page -> secondary data page -> mu_ (page lists) -> pointer page ->
 // PIP. A thread holds at most one primary and one secondary data page latch at a time.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -441,6 +442,19 @@ class Relation {
   std::vector<page::PageNo> pps_;  // guarded by mu_
   std::vector<PageInfo> pages_;    // guarded by mu_: by data page sequence
   uint32_t insert_seq_ = 0;        // guarded by mu_: first primary page that may have room
+  // Inserts in flight (Insert spreads them over pages with room, one page each).
+  std::atomic<uint32_t> inserters_{0};
+  class InsertStripe {
+   public:
+    explicit InsertStripe(std::atomic<uint32_t>* n)
+        : n_(n), index_(std::min<uint32_t>(n->fetch_add(1, std::memory_order_relaxed), 7)) {}
+    ~InsertStripe() { n_->fetch_sub(1, std::memory_order_relaxed); }
+    uint32_t index() const { return index_; }
+
+   private:
+    std::atomic<uint32_t>* n_;
+    uint32_t index_;
+  };
   int32_t secondary_seq_ = -1;     // guarded by mu_: current page for back versions
   // Guarded by mu_: every secondary page below this sequence is flagged kPpFull (where the
   // search for a secondary page with room starts; lowered when a page's flag is cleared).

@@ -147,17 +147,27 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
   const size_t full = h.size() + stored.size();
   const size_t max_inline = ps_ / 4;
   const size_t need = std::min(full, std::max(max_inline, size_t{kRecMaxHeaderSize + 16}));
+  // Concurrent inserters spread over the first pages with room (the k-th inserter in flight
+  // takes the k-th such page) instead of queueing for one page's latch; alone, an inserter
+  // fills the first page with room, as always.
+  InsertStripe stripe(&inserters_);
   for (;;) {
     uint32_t seq;
     bool found = false;
     {
       std::shared_lock<std::shared_mutex> g(mu_);
+      uint32_t skip = stripe.index();
+      uint32_t first_found = 0;
       for (seq = insert_seq_; seq < pages_.size(); ++seq) {
         if (!(pages_[seq].flags & (page::kPpFull | page::kPpSecondary))) {
+          if (!found) first_found = seq;
           found = true;
-          break;
+          if (skip == 0) break;
+          --skip;
         }
       }
+      // Fewer pages with room than inserters: the first of them.
+      if (found && seq >= pages_.size()) seq = first_found;
     }
     if (!found) {
       absl::StatusOr<uint32_t> ns = AddDataPage(txn, /*secondary=*/false);
@@ -195,8 +205,12 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
     }
     r->Release();
     if (absl::Status s = SetPageFlags(seq, page::kPpFull, 0, txn); !s.ok()) return s;
+    // insert_seq_ passes only full pages: one before `seq` may still be another inserter's.
     std::unique_lock<std::shared_mutex> g(mu_);
-    if (insert_seq_ <= seq) insert_seq_ = seq + 1;
+    while (insert_seq_ < pages_.size() &&
+           (pages_[insert_seq_].flags & (page::kPpFull | page::kPpSecondary))) {
+      ++insert_seq_;
+    }
   }
 }
 
