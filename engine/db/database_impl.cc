@@ -291,6 +291,8 @@ absl::Status DatabaseImpl::CreateNew() {
     header_.create_time_us = NowMicros();
     header_.dw_first = page::kDoublewriteFirst;
     header_.dw_slots = page::DoublewriteSlots(ps);
+    // The header keeps Firebird's default; an Options value only overrides it for this open.
+    sweep_interval_.store(options_.sweep_interval.value_or(header_.sweep_interval));
   }
   catalog_ = std::make_unique<record::Relation>(cache_.get(), space_.get(), txns_.get(), 0, *cat);
   if (absl::Status s = catalog_->Load(); !s.ok()) return s;
@@ -332,6 +334,7 @@ absl::Status DatabaseImpl::OpenExisting() {
     if (!h.ok()) return h.status();
     if (absl::Status s = page::ReadHeader(h->data(), &header_, path); !s.ok()) return s;
     opened_after_crash_ = (header_.flags & page::kHeaderFlagCleanShutdown) == 0;
+    sweep_interval_.store(options_.sweep_interval.value_or(header_.sweep_interval));
   }
   if (header_.dw_first != page::kDoublewriteFirst ||
       header_.dw_slots != page::DoublewriteSlots(ps)) {
@@ -786,6 +789,7 @@ DatabaseStats DatabaseImpl::stats() {
   s.gc_pages_queued = gc_ ? gc_->queued() : 0;
   s.sweeps = sweeps_.load(std::memory_order_relaxed);
   s.automatic_sweeps = auto_sweeps_.load(std::memory_order_relaxed);
+  s.sweep_interval = sweep_interval_.load(std::memory_order_relaxed);
   s.background_errors = bg_errors_.count();
   s.last_background_error = bg_errors_.last();
   s.opened_after_crash = opened_after_crash_;

@@ -173,8 +173,12 @@ class DatabaseImpl : public Database {
   absl::StatusOr<IndexStats> GetIndexStats(const Index& index) override;
   absl::Status CollectGarbage() override;
   absl::StatusOr<SweepResult> Sweep(const SweepOptions& options) override;
+  absl::StatusOr<BackupResult> Backup(const std::string& path,
+                                      const BackupOptions& options) override;  // backup/
+  absl::Status SetSweepInterval(uint64_t interval) override;
   // At each Begin: starts one background sweep when the gap between the oldest snapshot and
-  // the OIT passes Options::sweep_interval (0: never). Cheap when there is nothing to do.
+  // the OIT passes the sweep interval in effect (sweep_interval_; 0: never). Cheap when there
+  // is nothing to do.
   void MaybeStartAutoSweep(uint64_t txn_id);
   // Close: stops a running automatic sweep and waits for its thread.
   void StopAutoSweep();
@@ -368,6 +372,9 @@ class DatabaseImpl : public Database {
   std::atomic<bool> stop_sweeps_{false};    // Close: a running sweep stops at its next chunk
   std::atomic<uint64_t> sweeps_{0}, auto_sweeps_{0};
   std::atomic<uint64_t> sweep_checked_at_{0};  // next transaction id at the last exact check
+  // The interval in effect: Options::sweep_interval, else the header's (set at open, and by
+  // SetSweepInterval).
+  std::atomic<uint64_t> sweep_interval_{page::kDefaultSweepInterval};
 
   std::array<std::mutex, 512> record_mu_;
   std::atomic<uint64_t> next_temp_blob_{1};  // temporary BLOB ids, unique in the database

@@ -83,7 +83,11 @@ absl::StatusOr<Options> Options::FromConfigText(std::string_view text_in,
     }
     else if (name == "lockhashslots") s = size(&o.lock_hash_slots, 101, 65521);
     else if (name == "lockmemsize") s = size(&o.lock_mem_size, 256 << 10, 1ull << 31);
-    else if (name == "sweepinterval") s = size(&o.sweep_interval, 0, ~0ull);
+    else if (name == "sweepinterval") {
+      uint64_t interval = 0;  // set: overrides the header's value for the open
+      s = size(&interval, 0, ~0ull);
+      o.sweep_interval = interval;
+    }
     else if (name == "undomemorylimit") s = size(&o.undo_memory_limit, 0, ~0ull);
     else if (name == "sortmemorylimit") s = size(&o.sort_memory_limit, 64 << 10, ~0ull);
     else if (name == "forcedwrites") {

@@ -178,7 +178,7 @@ absl::Status DatabaseImpl::MarkSwept(TableState* t, uint32_t first, uint32_t end
 }
 
 void DatabaseImpl::MaybeStartAutoSweep(uint64_t txn_id) {
-  const uint64_t interval = options_.sweep_interval;
+  const uint64_t interval = sweep_interval_.load(std::memory_order_relaxed);
   if (interval == 0 || auto_sweep_running_.load(std::memory_order_acquire)) return;
   // Cheap first: the OIT is at least where its last scan stopped, and the oldest snapshot at
   // most this transaction. The exact check (a look at every active transaction) runs at most
@@ -207,6 +207,21 @@ void DatabaseImpl::StopAutoSweep() {
   stop_sweeps_.store(true, std::memory_order_release);
   std::lock_guard<std::mutex> g(auto_sweep_mu_);
   if (auto_sweep_.joinable()) auto_sweep_.join();
+}
+
+absl::Status DatabaseImpl::SetSweepInterval(uint64_t interval) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  {
+    std::lock_guard<std::mutex> g(header_mu_);
+    header_.sweep_interval = interval;
+  }
+  // In effect at once, before it is durable: a failed write below leaves this handle with the
+  // new interval and the file with the old one, which the next open reads; both are safe.
+  sweep_interval_.store(interval, std::memory_order_relaxed);
+  sweep_checked_at_.store(0, std::memory_order_relaxed);  // a lower interval counts from now
+  if (absl::Status s = WriteHeader(/*clean=*/false); !s.ok()) return s;
+  // Synced even without forced writes: the caller (ember-fix) exits right after.
+  return file_->Sync();
 }
 
 }  // namespace ember::db

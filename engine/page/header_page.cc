@@ -15,9 +15,10 @@ namespace {
 constexpr size_t kMagicOff = 16, kVersionOff = 24, kPageSizeOff = 28, kNextTxnOff = 32,
                  kOitOff = 40, kOatOff = 48, kOstOff = 56, kPageCountOff = 64, kFirstTipOff = 68,
                  kCatalogPpOff = 72, kFlagsOff = 76, kCreateTimeOff = 80, kDwFirstOff = 88,
-                 kDwSlotsOff = 92, kHeaderEnd = 96;
+                 kDwSlotsOff = 92, kSweepIntervalOff = 96, kHeaderEnd = 104;
 static_assert(kMagicOff == kPageHeaderSize);
-static_assert(kMagicOff + 8 == kVersionOff && kDwSlotsOff + 4 == kHeaderEnd);
+static_assert(kMagicOff + 8 == kVersionOff && kDwSlotsOff + 4 == kSweepIntervalOff);
+static_assert(kSweepIntervalOff + 8 == kHeaderEnd);
 static_assert(kMagic.size() == 8);
 static_assert(kHeaderEnd <= kMinPageSize);
 
@@ -63,10 +64,11 @@ void WriteHeader(uint8_t* page, const HeaderFields& h) {
   util::Put32(page + kPageCountOff, h.page_count);
   util::Put32(page + kFirstTipOff, h.first_tip);
   util::Put32(page + kCatalogPpOff, h.catalog_pp);
-  util::Put32(page + kFlagsOff, h.flags);
+  util::Put32(page + kFlagsOff, h.flags | kHeaderFlagSweepInterval);
   util::Put64(page + kCreateTimeOff, h.create_time_us);
   util::Put32(page + kDwFirstOff, h.dw_first);
   util::Put32(page + kDwSlotsOff, h.dw_slots);
+  util::Put64(page + kSweepIntervalOff, h.sweep_interval);
 }
 
 absl::Status ReadHeader(const uint8_t* page, HeaderFields* h, const char* file_for_errors) {
@@ -84,12 +86,16 @@ absl::Status ReadHeader(const uint8_t* page, HeaderFields* h, const char* file_f
   h->create_time_us = util::Get64(page + kCreateTimeOff);
   h->dw_first = util::Get32(page + kDwFirstOff);
   h->dw_slots = util::Get32(page + kDwSlotsOff);
+  // A file written before the field existed (header_page.h) runs with the default.
+  h->sweep_interval = (h->flags & kHeaderFlagSweepInterval) != 0
+                          ? util::Get64(page + kSweepIntervalOff)
+                          : kDefaultSweepInterval;
   return absl::OkStatus();
 }
 
 absl::Status PeekPageSize(const uint8_t* first_bytes, size_t n, uint32_t* page_size,
                           const char* file_for_errors) {
-  if (n < kHeaderEnd) {
+  if (n < kSweepIntervalOff) {  // the format 6 header before the sweep interval
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: not an EmberDB database (only %u bytes, too short for a header)",
         FileName(file_for_errors), n));

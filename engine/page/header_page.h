@@ -17,7 +17,13 @@
 //   80     8    create_time_us  microseconds since the epoch
 //   88     4    dw_first        first page of the doublewrite area (doublewrite_page.h)
 //   92     4    dw_slots        pages in the doublewrite area
-//   96          (end of used area)
+//   96     8    sweep_interval  automatic sweep interval (0: none); valid only with flags bit 1
+//   104         (end of used area)
+//
+// sweep_interval came after format 6 was released without a version bump: a file written
+// before it has zeros from offset 96 and flags bit 1 clear, and reads as kDefaultSweepInterval.
+// An older build that rewrites the header leaves the bytes and clears the bit (it writes flags
+// whole), so the file then reads as the default again rather than as a wrong value.
 #pragma once
 #include <cstdint>
 #include <string_view>
@@ -32,6 +38,7 @@ namespace ember::page {
 // 6: the doublewrite area after PIP 0 (torn-page protection), named in the header.
 constexpr uint32_t kFormatVersion = 6;
 constexpr std::string_view kMagic{"EMBERDB\0", 8};
+constexpr uint64_t kDefaultSweepInterval = 20000;
 
 struct HeaderFields {
   uint32_t format_version = kFormatVersion;
@@ -45,8 +52,11 @@ struct HeaderFields {
   uint64_t create_time_us = 0;
   PageNo dw_first = 0;
   uint32_t dw_slots = 0;
+  uint64_t sweep_interval = kDefaultSweepInterval;  // Firebird's default at create
 };
 constexpr uint32_t kHeaderFlagCleanShutdown = 1;
+// The sweep_interval field holds a value (set by every WriteHeader of this build).
+constexpr uint32_t kHeaderFlagSweepInterval = 2;
 
 void WriteHeader(uint8_t* page, const HeaderFields& h);  // page already InitPage'd as kHeader
 // Reads and checks the fields (magic, version, page size): InvalidArgument "not an EmberDB

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ember/backup.h"
 #include "ember/options.h"
 #include "ember/schema.h"
 #include "ember/stats.h"
@@ -120,6 +121,20 @@ class Database {
   // and writers (no database-wide lock); a snapshot older than some garbage keeps it
   // (SweepResult::records_kept). One sweep at a time: a second caller waits.
   virtual absl::StatusOr<SweepResult> Sweep(const SweepOptions& options = {}) = 0;
+  // Firebird's `gfix -housekeeping N`: stores the automatic sweep interval in the header page
+  // and syncs it (0: no automatic sweep). Every later open uses it unless its
+  // Options::sweep_interval overrides it; this handle uses it from now on, even when it was
+  // opened with an override (the call is the newer wish).
+  virtual absl::Status SetSweepInterval(uint64_t interval) = 0;
+  // Online backup (Firebird's gbak -b): writes every table's rows as one snapshot sees them,
+  // with the tables' and indexes' definitions, to a new backup file at `path` (replaced if it
+  // exists; include/ember/backup.h, docs/backup-format.md), on `options.workers` workers.
+  // Readers and writers go on meanwhile; the backup holds the snapshot of a read-only
+  // transaction, so garbage younger than it waits for it as for any reader. DDL is held off
+  // only while the definitions are read. The file is synced before Backup returns OK; a backup
+  // that fails removes its file. Restore it with ember::Restore (backup.h).
+  virtual absl::StatusOr<BackupResult> Backup(const std::string& path,
+                                              const BackupOptions& options = {}) = 0;
   // Versions and garbage of a table, counted by walking its pages.
   virtual absl::StatusOr<TableStats> GetTableStats(const Table& table) = 0;
   // What the last build of an index counted and how it went (IndexStats).

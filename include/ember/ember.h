@@ -1,5 +1,6 @@
 // Everything a program using EmberDB needs: #include "ember/ember.h".
 #pragma once
+#include "ember/backup.h"
 #include "ember/blob.h"
 #include "ember/database.h"
 #include "ember/options.h"

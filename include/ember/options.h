@@ -2,6 +2,7 @@
 // Firebird-style configuration file (`Name = Value`, `#` comments; names as in firebird.conf).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,12 @@ struct Options {
   uint64_t sort_memory_limit = 64ull << 20;
   uint64_t undo_memory_limit = 64ull << 20;   // UndoMemoryLimit: before-images in memory per
                                               // transaction before they spill to temp space
-  uint64_t sweep_interval = 20000;            // SweepInterval (0 = no automatic sweep)
+  // SweepInterval: the automatic sweep starts when the oldest snapshot is this many
+  // transactions past the oldest interesting one (0: never). The database keeps its own value
+  // in the header page, as Firebird does (20000 at create; Database::SetSweepInterval and
+  // `ember-fix -sweep_interval N` change it); set here, it overrides that value for this open
+  // only and nothing is written. DatabaseStats::sweep_interval says which one is in effect.
+  std::optional<uint64_t> sweep_interval;
   // --- lock table
   uint32_t lock_hash_slots = 8191;            // LockHashSlots
   uint64_t lock_mem_size = 1ull << 20;        // LockMemSize

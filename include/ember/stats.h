@@ -41,9 +41,12 @@ struct DatabaseStats {
   uint64_t gc_index_entries_removed = 0;
   uint64_t gc_pages_queued = 0;       // data pages waiting for (or in) the background collector
   // Sweeps since open (Database::Sweep and automatic ones), and how many of them the sweep
-  // interval started (Options::sweep_interval).
+  // interval started (sweep_interval below).
   uint64_t sweeps = 0;
   uint64_t automatic_sweeps = 0;
+  // The sweep interval in effect: Options::sweep_interval when set, else the header's
+  // (Database::SetSweepInterval). 0: no automatic sweep.
+  uint64_t sweep_interval = 0;
   // Errors no call could return when they happened, since open: the background collector's
   // (a page it failed on is retried by its next round), cleanup after a commit that was
   // already durable (Transaction::Commit), a rollback run by a Transaction's destructor, and

@@ -526,7 +526,8 @@ TEST_CASE("Options::FromConfigText reads a Firebird-style file", "[db]") {
   REQUIRE_FALSE(o.forced_writes);
   REQUIRE(o.temp_directories == std::vector<std::string>{"/tmp/a", "/tmp/b"});
   REQUIRE(o.gc_policy == GcPolicy::kBackground);
-  REQUIRE(o.sweep_interval == 0);
+  REQUIRE(o.sweep_interval.has_value());  // set: overrides the header's value
+  REQUIRE(*o.sweep_interval == 0);
   REQUIRE(o.parallel_workers == 2);
   REQUIRE(o.max_parallel_workers == 8);
   REQUIRE(o.blob_temp_space == 2);

@@ -33,6 +33,7 @@ HeaderFields SampleFields(uint32_t ps) {
   h.create_time_us = 1700000000123456ull;
   h.dw_first = 2;
   h.dw_slots = 256;
+  h.sweep_interval = 0x0102030405060708ull;
   return h;
 }
 
@@ -60,7 +61,8 @@ TEST_CASE("header page: round trip", "[page]") {
     CHECK(r.page_count == h.page_count);
     CHECK(r.first_tip == h.first_tip);
     CHECK(r.catalog_pp == h.catalog_pp);
-    CHECK(r.flags == h.flags);
+    CHECK(r.flags == (h.flags | kHeaderFlagSweepInterval));  // every write stores the interval
+    CHECK(r.sweep_interval == h.sweep_interval);
     CHECK(r.create_time_us == h.create_time_us);
     CHECK(r.dw_first == h.dw_first);
     CHECK(r.dw_slots == h.dw_slots);
@@ -83,11 +85,30 @@ TEST_CASE("header page: fields at the documented offsets", "[page]") {
   CHECK(util::Get32(p + 64) == 0xABCDEF);
   CHECK(util::Get32(p + 68) == 2);
   CHECK(util::Get32(p + 72) == 3);
-  CHECK(util::Get32(p + 76) == kHeaderFlagCleanShutdown);
+  CHECK(util::Get32(p + 76) == (kHeaderFlagCleanShutdown | kHeaderFlagSweepInterval));
   CHECK(util::Get64(p + 80) == 1700000000123456ull);
   CHECK(util::Get32(p + 88) == 2);
   CHECK(util::Get32(p + 92) == 256);
-  for (size_t i = 96; i < 8192; ++i) REQUIRE(p[i] == 0);
+  CHECK(util::Get64(p + 96) == 0x0102030405060708ull);
+  for (size_t i = 104; i < 8192; ++i) REQUIRE(p[i] == 0);
+}
+
+// Format 6 files written before the sweep interval was stored: zeros at 96 and flags bit 1
+// clear. They read as the default, and an explicit 0 (no automatic sweep) stays 0.
+TEST_CASE("header page: a header without the sweep interval reads as the default", "[page]") {
+  HeaderFields h = SampleFields(4096);
+  auto page = MakeHeader(h);
+  util::Put32(page.data() + 76, kHeaderFlagCleanShutdown);
+  util::Put64(page.data() + 96, 0);
+  SealPage(page.data(), 4096);
+  HeaderFields r;
+  REQUIRE(ReadHeader(page.data(), &r, kFile).ok());
+  CHECK(r.sweep_interval == kDefaultSweepInterval);
+  CHECK(kDefaultSweepInterval == 20000);
+  h.sweep_interval = 0;
+  page = MakeHeader(h);
+  REQUIRE(ReadHeader(page.data(), &r, kFile).ok());
+  CHECK(r.sweep_interval == 0);
 }
 
 TEST_CASE("header page: bad magic is not an EmberDB database", "[page]") {

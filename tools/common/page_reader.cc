@@ -1,0 +1,80 @@
+// Read-only page access for the inspecting tools (page_reader.h).
+#include "tools/common/page_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "engine/io/file.h"
+
+namespace ember::tools {
+
+absl::StatusOr<std::unique_ptr<PageReader>> PageReader::Open(const std::string& path,
+                                                             int retries) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io::ErrnoStatus(errno, "open", path);
+  std::unique_ptr<PageReader> r(new PageReader(fd, path, retries));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return io::ErrnoStatus(errno, "fstat", path);
+  if (S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, " is a directory"));
+  std::vector<uint8_t> first(page::kMinPageSize);
+  const ssize_t n = ::pread(fd, first.data(), first.size(), 0);
+  if (n < 0) return io::ErrnoStatus(errno, "pread", path, 0);
+  uint32_t ps = 0;
+  if (absl::Status s = page::PeekPageSize(first.data(), static_cast<size_t>(n), &ps, path.c_str());
+      !s.ok()) {
+    return s;
+  }
+  r->header_.page_size = ps;
+  std::vector<uint8_t> h(ps);
+  if (absl::Status s = r->ReadPage(0, h.data()); !s.ok()) return s;
+  if (absl::Status s = page::ReadHeader(h.data(), &r->header_, path.c_str()); !s.ok()) return s;
+  return r;
+}
+
+PageReader::~PageReader() { ::close(fd_); }
+
+uint64_t PageReader::FilePages() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_size) / page_size();
+}
+
+absl::Status PageReader::ReadPage(page::PageNo no, uint8_t* buf) {
+  const uint32_t ps = page_size();
+  const uint64_t off = uint64_t{no} * ps;
+  absl::Status last;
+  for (int attempt = 0; attempt <= retries_; ++attempt) {
+    if (attempt > 0) {
+      ++rereads_;
+      // Give a write in flight time to finish; growing waits, a few ms in all.
+      std::this_thread::sleep_for(std::chrono::milliseconds(attempt));
+    }
+    size_t got = 0;
+    while (got < ps) {
+      const ssize_t n = ::pread(fd_, buf + got, ps - got, static_cast<off_t>(off + got));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return io::ErrnoStatus(errno, "pread", path_, off + got);
+      }
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    ++pages_read_;
+    if (got < ps) {
+      last = absl::OutOfRangeError(
+          absl::StrCat("page ", no, " of ", path_, ": past the end of the file"));
+      continue;  // the file may be growing under an extension
+    }
+    last = page::VerifyPage(buf, ps, no, path_.c_str());
+    if (last.ok()) return last;
+  }
+  return last;
+}
+
+}  // namespace ember::tools
