@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "ember/database.h"
 #include "engine/backup/backup_format.h"
+#include "engine/db/transaction_impl.h"
 #include "engine/util/coding.h"
 
 namespace ember {
@@ -47,7 +48,7 @@ class Loader {
   // transaction only).
   absl::Status LoadRows(Transaction* txn, const Job& job,
                         absl::flat_hash_map<uint64_t, BlobId>* pieces, std::string* raw,
-                        Row* row) {
+                        std::vector<Row>* rows) {
     if (absl::Status s = backup::DecodePayload(job.header, job.stored, raw, job.where); !s.ok()) {
       return s;
     }
@@ -59,8 +60,14 @@ class Loader {
     }
     const Table& t = tables_[table_no];
     const std::vector<Column>& cols = catalog_->tables[table_no].columns;
-    row->resize(cols.size());
+    if (count > in.size()) {
+      return absl::DataLossError(absl::StrCat(job.where, ": corrupt rows frame header"));
+    }
+    // Values are assigned over the rows' old ones: strings keep their buffers frame to frame.
+    if (rows->size() < count) rows->resize(count);
     for (uint64_t r = 0; r < count; ++r) {
+      Row* row = &(*rows)[r];
+      row->resize(cols.size());
       for (size_t c = 0; c < cols.size(); ++c) {
         backup::PortableValue v;
         if (absl::Status s = backup::NextValue(&in, cols[c].type, &v); !s.ok()) {
@@ -100,18 +107,19 @@ class Loader {
           }
         }
       }
-      absl::StatusOr<RecordId> id = txn->Insert(t, *row);
-      if (!id.ok()) {
-        // A row the table refuses (a NULL in a NOT NULL column, say) can only come from a
-        // damaged or forged file: the backup wrote what the table held.
-        if (absl::IsInvalidArgument(id.status())) {
-          return absl::DataLossError(absl::StrCat(job.where, ": ", id.status().message()));
-        }
-        return id.status();
-      }
     }
     if (!in.empty()) {
       return absl::DataLossError(absl::StrCat(job.where, ": bytes after the frame's last row"));
+    }
+    absl::Status s = static_cast<db::TransactionImpl*>(txn)->BulkInsert(
+        t, std::span<const Row>(rows->data(), count));
+    if (!s.ok()) {
+      // A row the table refuses (a NULL in a NOT NULL column, say) can only come from a
+      // damaged or forged file: the backup wrote what the table held.
+      if (absl::IsInvalidArgument(s)) {
+        return absl::DataLossError(absl::StrCat(job.where, ": ", s.message()));
+      }
+      return s;
     }
     std::lock_guard<std::mutex> g(mu_);
     rows_[table_no] += count;
@@ -314,17 +322,17 @@ absl::StatusOr<RestoreResult> RestoreInto(backup::FrameReader* reader, const std
     threads.emplace_back([&, i] {
       Job j;
       std::string r;
-      Row row;
+      std::vector<Row> rows;
       while (queue.Pop(&j)) {
         if (failed.load()) continue;
-        absl::Status s = loader.LoadRows(txns[static_cast<size_t>(i)].get(), j, nullptr, &r, &row);
+        absl::Status s = loader.LoadRows(txns[static_cast<size_t>(i)].get(), j, nullptr, &r, &rows);
         if (!s.ok()) note(s);
       }
     });
   }
   absl::Status s;
   absl::flat_hash_map<uint64_t, BlobId> pieces;
-  Row row;
+  std::vector<Row> rows;
   bool ended = false;
   uint64_t frames = 1;
   for (;;) {
@@ -345,7 +353,7 @@ absl::StatusOr<RestoreResult> RestoreInto(backup::FrameReader* reader, const std
     if (h.type == backup::FrameType::kRows) {
       ++frames;
       if ((h.flags & backup::kFrameNamesPieces) != 0 || workers == 1 || !queue.TryPush(&job)) {
-        s = loader.LoadRows(txns[0].get(), job, &pieces, &raw, &row);
+        s = loader.LoadRows(txns[0].get(), job, &pieces, &raw, &rows);
       }
     } else if (h.type == backup::FrameType::kBlobPiece) {
       ++frames;

@@ -455,6 +455,53 @@ absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const
   return p;
 }
 
+absl::Status TransactionImpl::BulkInsert(const Table& table, std::span<const Row> rows) {
+  Statement stmt(this);
+  // The cause is returned as it is (a caller tells bad data from I/O errors); the transaction
+  // is doomed all the same.
+  auto fail = [this](const absl::Status& cause) {
+    (void)Doom(cause);
+    return cause;
+  };
+  std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
+  if (absl::Status s = CheckTable(table); !s.ok()) return s;
+  TableState* t = StateOf(table);
+  {
+    std::shared_lock<std::shared_mutex> rl(t->rows_mu);
+    if (!t->indexes.empty()) {
+      rl.unlock();
+      g.unlock();
+      for (const Row& row : rows) {
+        if (absl::StatusOr<RecordId> r = Insert(table, row); !r.ok()) return fail(r.status());
+      }
+      return absl::OkStatus();
+    }
+  }
+  // Prepared first (BLOBs stored, long values spilled), with no data page latched.
+  std::vector<std::string> raws(rows.size());
+  std::vector<std::vector<page::PageNo>> links(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    absl::StatusOr<PreparedRow> p = PrepareWrite(table, rows[i], 0);
+    if (!p.ok()) return fail(p.status());
+    raws[i] = std::move(p->raw);
+    links[i] = std::move(p->links);
+  }
+  std::shared_lock<std::shared_mutex> rl(t->rows_mu);
+  if (!t->indexes.empty()) {
+    return fail(absl::FailedPreconditionError("an index was created during a bulk load"));
+  }
+  std::vector<uint64_t> recs;
+  recs.reserve(rows.size());
+  absl::Status s = t->relation->InsertBatch(id_, raws, links, &recs);
+  if (!recs.empty()) wrote_ = true;
+  for (uint64_t rec : recs) {
+    NotePage(t, rec, /*insert=*/true);
+    if (absl::StatusOr<bool> noted = NoteChange(t, rec, nullptr); !noted.ok()) return fail(noted.status());
+  }
+  if (!s.ok()) return fail(s);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& row) {
   Statement stmt(this);
   std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);

@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <span>
 
 #include "absl/container/flat_hash_set.h"
 
@@ -48,6 +49,11 @@ class TransactionImpl : public Transaction {
   Counters counters() const override;
   Counters statement_counters() const override;
 
+  // Restore's bulk load: inserts `rows` into `table` as Insert would, filling each data page
+  // under one latch and taking the table's locks once. Only for a table without indexes (a
+  // table with some goes row by row through Insert). An error (returned as it is) dooms the
+  // transaction, rows before it may be stored: meant for a load thrown away when it fails.
+  absl::Status BulkInsert(const Table& table, std::span<const Row> rows);
   // For cursors: the view of the current statement and the counter sinks.
   record::ReadView View() const;
   // Reads back the string/bytes values of `row` (decoded from table `t`) that were stored out of

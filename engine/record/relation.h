@@ -152,6 +152,14 @@ class Relation {
   // `links`: pages the record points at (BLOB headers), which must reach disk first.
   absl::StatusOr<uint64_t> Insert(uint64_t txn, std::string_view raw,
                                   std::span<const page::PageNo> links = {});
+  // Insert of many records by one caller (a bulk load): the page being filled stays latched
+  // from one record to the next, so the caller must hold no other page latch, and must not let
+  // anything wait on this relation's pages until it returns. Appends each record number to
+  // `recs`; `links` (may be empty) as Insert's, per record. On an error the records before it
+  // are stored.
+  absl::Status InsertBatch(uint64_t txn, std::span<const std::string> raws,
+                           std::span<const std::vector<page::PageNo>> links,
+                           std::vector<uint64_t>* recs);
   // The version of `rec` visible to `view`. NotFound for a record number that does not exist.
   absl::StatusOr<VisibleVersion> Read(uint64_t rec, const ReadView& view);
   // Replaces the newest version by `txn`'s (`raw` = nullptr: a delete stub). `view` decides
@@ -283,6 +291,13 @@ class Relation {
   };
 
   absl::StatusOr<page::PageNo> PageOf(uint32_t seq) const;
+  // Insert's work: the record onto the page `*held` (data page `*held_seq`) if it fits there,
+  // else onto the `stripe`-th page with room (the held one released and flagged full), which is
+  // then left latched in `*held` for the next record. `*dirty`: the held page has records not
+  // marked yet; the caller marks it (for `txn`) before releasing it.
+  absl::StatusOr<uint64_t> InsertOnto(uint64_t txn, std::string_view raw,
+                                      std::span<const page::PageNo> links, uint32_t stripe,
+                                      cache::PageRef* held, uint32_t* held_seq, bool* dirty);
   // Free space on secondary pages (relation_space.cc). The page for the next back version,
   // fragment or BLOB header: the current one, else the first secondary page not flagged full,
   // else a new one.

@@ -140,6 +140,41 @@ absl::StatusOr<std::string> Relation::BuildVersion(uint64_t txn, RecordHeader h,
 
 absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
                                           std::span<const PageNo> links) {
+  // Concurrent inserters spread over the first pages with room (the k-th inserter in flight
+  // takes the k-th such page) instead of queueing for one page's latch; alone, an inserter
+  // fills the first page with room, as always.
+  InsertStripe stripe(&inserters_);
+  PageRef held;
+  uint32_t held_seq = 0;
+  bool dirty = false;
+  absl::StatusOr<uint64_t> rec = InsertOnto(txn, raw, links, stripe.index(), &held, &held_seq,
+                                            &dirty);
+  if (dirty) held.Mark(txn);
+  return rec;
+}
+
+absl::Status Relation::InsertBatch(uint64_t txn, std::span<const std::string> raws,
+                                   std::span<const std::vector<PageNo>> links,
+                                   std::vector<uint64_t>* recs) {
+  InsertStripe stripe(&inserters_);
+  PageRef held;
+  uint32_t held_seq = 0;
+  bool dirty = false;  // a page is marked once, when the batch leaves it
+  absl::Status s;
+  for (size_t i = 0; i < raws.size() && s.ok(); ++i) {
+    absl::StatusOr<uint64_t> rec = InsertOnto(
+        txn, raws[i], i < links.size() ? std::span<const PageNo>(links[i]) : std::span<const PageNo>(),
+        stripe.index(), &held, &held_seq, &dirty);
+    s = rec.status();
+    if (s.ok()) recs->push_back(*rec);
+  }
+  if (dirty) held.Mark(txn);
+  return s;
+}
+
+absl::StatusOr<uint64_t> Relation::InsertOnto(uint64_t txn, std::string_view raw,
+                                              std::span<const PageNo> links, uint32_t stripe,
+                                              PageRef* held, uint32_t* held_seq, bool* dirty) {
   RecordHeader h;
   h.txn = txn;
   std::string stored;
@@ -147,63 +182,68 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
   const size_t full = h.size() + stored.size();
   const size_t max_inline = ps_ / 4;
   const size_t need = std::min(full, std::max(max_inline, size_t{kRecMaxHeaderSize + 16}));
-  // Concurrent inserters spread over the first pages with room (the k-th inserter in flight
-  // takes the k-th such page) instead of queueing for one page's latch; alone, an inserter
-  // fills the first page with room, as always.
-  InsertStripe stripe(&inserters_);
   for (;;) {
-    uint32_t seq;
-    bool found = false;
-    {
-      std::shared_lock<std::shared_mutex> g(mu_);
-      uint32_t skip = stripe.index();
-      uint32_t first_found = 0;
-      for (seq = insert_seq_; seq < pages_.size(); ++seq) {
-        if (!(pages_[seq].flags & (page::kPpFull | page::kPpSecondary))) {
-          if (!found) first_found = seq;
-          found = true;
-          if (skip == 0) break;
-          --skip;
+    if (!*held) {
+      uint32_t seq;
+      bool found = false;
+      {
+        std::shared_lock<std::shared_mutex> g(mu_);
+        uint32_t skip = stripe;
+        uint32_t first_found = 0;
+        for (seq = insert_seq_; seq < pages_.size(); ++seq) {
+          if (!(pages_[seq].flags & (page::kPpFull | page::kPpSecondary))) {
+            if (!found) first_found = seq;
+            found = true;
+            if (skip == 0) break;
+            --skip;
+          }
         }
+        // Fewer pages with room than inserters: the first of them.
+        if (found && seq >= pages_.size()) seq = first_found;
       }
-      // Fewer pages with room than inserters: the first of them.
-      if (found && seq >= pages_.size()) seq = first_found;
+      if (!found) {
+        absl::StatusOr<uint32_t> ns = AddDataPage(txn, /*secondary=*/false);
+        if (!ns.ok()) return ns.status();
+        seq = *ns;
+      }
+      absl::StatusOr<PageNo> pno = PageOf(seq);
+      if (!pno.ok()) return pno.status();
+      // Unswept only once the record is known to fit: a page tried and found full keeps its
+      // flag.
+      absl::StatusOr<PageRef> r = cache_->Fetch(*pno, LatchMode::kExclusive);
+      if (!r.ok()) return r.status();
+      *held = std::move(*r);
+      *held_seq = seq;
     }
-    if (!found) {
-      absl::StatusOr<uint32_t> ns = AddDataPage(txn, /*secondary=*/false);
-      if (!ns.ok()) return ns.status();
-      seq = *ns;
-    }
-    absl::StatusOr<PageNo> pno = PageOf(seq);
-    if (!pno.ok()) return pno.status();
-    // Unswept only once the record is known to fit: a page tried and found full keeps its flag.
-    absl::StatusOr<PageRef> r = cache_->Fetch(*pno, LatchMode::kExclusive);
-    if (!r.ok()) return r.status();
+    PageRef& r = *held;
+    const uint32_t seq = *held_seq;
     // Room for the record and, for every record on the page and this one, a first back
     // version. line_count bounds the live records, so counting them (a walk of the line
     // array, which was 6% of a bulk load) is only needed when the page is nearly full.
-    const uint32_t free = page::DpFreeSpace(r->data(), ps_);
+    const uint32_t free = page::DpFreeSpace(r.data(), ps_);
     const size_t base = need + page::kDpLineSize;
-    bool fits = free >= base + (size_t{page::DpLineCount(r->data())} + 1) * kReservePerRecord;
+    bool fits = free >= base + (size_t{page::DpLineCount(r.data())} + 1) * kReservePerRecord;
     if (!fits && free >= base) {
-      const size_t live = page::DpLiveLines(r->data());
+      const size_t live = page::DpLiveLines(r.data());
       fits = live == 0 || free >= base + (live + 1) * kReservePerRecord;
     }
     if (fits) {
-      if (absl::Status st = Unsweep(*r); !st.ok()) return st;
+      if (absl::Status st = Unsweep(r); !st.ok()) return st;
       for (PageNo link : links) {
-        if (absl::Status st = cache_->AddPrecedence(*r, link); !st.ok()) return st;
+        if (absl::Status st = cache_->AddPrecedence(r, link); !st.ok()) return st;
       }
       absl::StatusOr<std::string> rec =
-          BuildVersion(txn, h, stored, full <= max_inline ? full : need, &*r);
+          BuildVersion(txn, h, stored, full <= max_inline ? full : need, &r);
       if (!rec.ok()) return rec.status();
-      std::optional<uint16_t> line = page::DpInsert(r->data(), ps_, *rec);
+      std::optional<uint16_t> line = page::DpInsert(r.data(), ps_, *rec);
       if (line) {
-        r->Mark(txn);
+        *dirty = true;  // marked by the caller before it lets the page go
         return page::MakeRecordNo(seq, *line);
       }
     }
-    r->Release();
+    if (*dirty) r.Mark(txn);
+    *dirty = false;
+    r.Release();
     if (absl::Status s = SetPageFlags(seq, page::kPpFull, 0, txn); !s.ok()) return s;
     // insert_seq_ passes only full pages: one before `seq` may still be another inserter's.
     std::unique_lock<std::shared_mutex> g(mu_);
