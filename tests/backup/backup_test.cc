@@ -186,8 +186,10 @@ TEST_CASE("restore refuses an existing database and replaces it when asked", "[b
 }
 
 // Every damage to the file: a restore fails with DataLoss naming the frame (or the file
-// header), and leaves no database at the path.
-TEST_CASE("a truncated or damaged backup is refused and leaves no database", "[backup]") {
+// header), and leaves no database at the path. Single-threaded restores one after the other:
+// [exhaustive], so the TSan run leaves it to the other presets.
+TEST_CASE("a truncated or damaged backup is refused and leaves no database",
+          "[backup][exhaustive]") {
   TempDb tmp;
   const std::string bak = FilledBackup(tmp);
   const std::string good = ReadFileBytes(bak);
