@@ -84,7 +84,9 @@ void Fill(Database* db) {
           i % 5 == 0 ? Value{} : Value{std::string(i % 3 == 0 ? 5000 : 10, 'a' + i % 26)},
           i % 11 == 0 ? Value{} : Value{Bytes(static_cast<size_t>(i % 40), i)},
           Value{}, Value{}};
-    if (i % 4 == 0) r[4] = StoreBlob(txn.get(), Bytes(blob_sizes[(i / 4) % 8], i + 1000));
+    // Each size at least once; the ones over 1 MB (sent in pieces) only once each.
+    const size_t size = blob_sizes[i < 32 ? (i / 4) % 8 : (i / 4) % 5];
+    if (i % 4 == 0) r[4] = StoreBlob(txn.get(), Bytes(size, i + 1000));
     if (i % 6 == 0) r[5] = StoreBlob(txn.get(), std::string(static_cast<size_t>(i) * 300, 'z'));
     REQUIRE_OK(txn->Insert(t, r));
   }
@@ -129,7 +131,9 @@ TEST_CASE("backup and restore round trip every column type, BLOBs and page sizes
     CHECK(br.indexes == 2);
     CHECK(br.rows == 402);
     CHECK(br.bytes == std::filesystem::file_size(bak));
-    for (uint32_t ps : {4096u, 8192u, 32768u}) {
+    // Every page size on one worker; the parallel restore into the default page size.
+    for (uint32_t ps : workers == 1 ? std::vector<uint32_t>{4096, 8192, 32768}
+                                    : std::vector<uint32_t>{8192}) {
       INFO("workers " << workers << " page size " << ps);
       const std::string path = tmp.File("r" + std::to_string(ps) + "-" + std::to_string(workers));
       Options o = CreateOptions(ps, 256);
