@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "engine/io/file.h"
 #include "engine/util/coding.h"
 #include "engine/util/crc32c.h"
 
@@ -24,14 +25,6 @@ using util::Put16;
 using util::Put32;
 using util::Put64;
 
-absl::Status Errno(const char* what, const std::string& path) {
-  const int e = errno;
-  std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(e));
-  if (e == ENOENT) return absl::NotFoundError(msg);
-  if (e == ENOSPC || e == EDQUOT) return absl::ResourceExhaustedError(msg);
-  if (e == EACCES || e == EPERM) return absl::PermissionDeniedError(msg);
-  return absl::UnavailableError(msg);
-}
 
 void PutString(std::string* out, std::string_view s) {
   util::PutVarint64(out, s.size());
@@ -185,7 +178,7 @@ FrameFile::~FrameFile() {
 absl::StatusOr<std::unique_ptr<FrameFile>> FrameFile::Create(const std::string& path,
                                                              const FileHeader& h) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("cannot create backup file", path);
+  if (fd < 0) return io::ErrnoStatus(errno, "cannot create backup file", path);
   std::unique_ptr<FrameFile> f(new FrameFile(path, fd));
   f->buf_ = EncodeFileHeader(h);
   return f;
@@ -197,7 +190,7 @@ absl::Status FrameFile::FlushLocked() {
     const ssize_t n = ::write(fd_, buf_.data() + done, buf_.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Errno("cannot write backup file", path_);
+      return io::ErrnoStatus(errno, "cannot write backup file", path_);
     }
     done += static_cast<size_t>(n);
   }
@@ -220,8 +213,12 @@ absl::Status FrameFile::Write(EncodedFrame f) {
 absl::StatusOr<uint64_t> FrameFile::Finish() {
   std::lock_guard<std::mutex> g(mu_);
   if (error_.ok()) error_ = FlushLocked();
-  if (error_.ok() && ::fsync(fd_) != 0) error_ = Errno("cannot sync backup file", path_);
-  if (::close(fd_) != 0 && error_.ok()) error_ = Errno("cannot close backup file", path_);
+  if (error_.ok() && ::fsync(fd_) != 0) {
+    error_ = io::ErrnoStatus(errno, "cannot sync backup file", path_);
+  }
+  if (::close(fd_) != 0 && error_.ok()) {
+    error_ = io::ErrnoStatus(errno, "cannot close backup file", path_);
+  }
   fd_ = -1;
   if (!error_.ok()) return error_;
   return bytes_;
@@ -247,12 +244,12 @@ FrameReader::~FrameReader() {
 
 absl::StatusOr<std::unique_ptr<FrameReader>> FrameReader::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot open backup file", path);
+  if (fd < 0) return io::ErrnoStatus(errno, "cannot open backup file", path);
   std::unique_ptr<FrameReader> r(new FrameReader);
   r->path_ = path;
   r->fd_ = fd;
   struct stat st;
-  if (::fstat(fd, &st) != 0) return Errno("cannot stat backup file", path);
+  if (::fstat(fd, &st) != 0) return io::ErrnoStatus(errno, "cannot stat backup file", path);
   if (S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat("backup file ", path, " is a directory"));
   }
@@ -278,7 +275,7 @@ absl::Status FrameReader::ReadExact(void* buf, size_t n, bool* eof) {
     const ssize_t k = ::read(fd_, static_cast<char*>(buf) + done, n - done);
     if (k < 0) {
       if (errno == EINTR) continue;
-      return Errno("cannot read backup file", path_);
+      return io::ErrnoStatus(errno, "cannot read backup file", path_);
     }
     if (k == 0) {
       *eof = true;

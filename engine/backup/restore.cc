@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include "ember/database.h"
 #include "engine/backup/backup_format.h"
 #include "engine/db/transaction_impl.h"
+#include "engine/io/file.h"
 #include "engine/util/coding.h"
 
 namespace ember {
@@ -252,10 +254,11 @@ class JobQueue {
 
 absl::Status SyncPath(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", path, " to sync it"));
+  if (fd < 0) return io::ErrnoStatus(errno, "open to sync", path);
   const int r = ::fsync(fd);
+  const int err = errno;
   ::close(fd);
-  if (r != 0) return absl::UnavailableError(absl::StrCat("cannot sync ", path));
+  if (r != 0) return io::ErrnoStatus(err, "fsync", path);
   return absl::OkStatus();
 }
 

@@ -75,6 +75,14 @@ int Fail(const std::string& what, const absl::Status& s) {
   return kExitIo;
 }
 
+// Feeds the engine's progress calls (done of total, the total known only then) to `p`.
+ProgressFn Report(Progress* p) {
+  return [p](uint64_t done, uint64_t total) {
+    p->set_total(total);
+    p->Update(done);
+  };
+}
+
 int Backup(const std::string& db_path, const std::string& bak, int par, ProgressOptions po) {
   Options o;
   o.parallel_workers = par;
@@ -86,10 +94,7 @@ int Backup(const std::string& db_path, const std::string& bak, int par, Progress
   bo.workers = par;
   bo.zstd_level = absl::GetFlag(FLAGS_zstd);
   Progress progress("ember-bak: backup", 0, "pages", po);
-  bo.progress = [&](uint64_t done, uint64_t total) {
-    progress.set_total(total);
-    progress.Update(done);
-  };
+  bo.progress = Report(&progress);
   absl::StatusOr<BackupResult> r = (*db)->Backup(bak, bo);
   progress.Finish();
   if (!r.ok()) return Fail(bak, r.status());
@@ -114,10 +119,7 @@ int RestoreCmd(const std::string& bak, const std::string& db_path, int par, Prog
   ro.workers = par;
   ro.replace = absl::GetFlag(FLAGS_rep);
   Progress progress("ember-bak: restore", 0, "bytes", po);
-  ro.progress = [&](uint64_t done, uint64_t total) {
-    progress.set_total(total);
-    progress.Update(done);
-  };
+  ro.progress = Report(&progress);
   absl::StatusOr<RestoreResult> r = Restore(bak, db_path, o, ro);
   progress.Finish();
   if (!r.ok()) {
