@@ -30,7 +30,7 @@ struct Item {
 };
 
 struct Totals {
-  std::atomic<uint64_t> rows{0}, blobs{0}, blob_bytes{0}, raw_bytes{0}, pages{0};
+  std::atomic<uint64_t> blobs{0}, blob_bytes{0}, raw_bytes{0}, pages{0};
 };
 
 // One worker's encoder: rows of the current chunk into a rows frame, BLOB pieces straight to
@@ -73,7 +73,6 @@ class ChunkWriter {
     util::PutVarint64(&raw, table_no);
     util::PutVarint64(&raw, rows_);
     raw += body_;
-    totals_->rows.fetch_add(rows_, std::memory_order_relaxed);
     totals_->raw_bytes.fetch_add(raw.size(), std::memory_order_relaxed);
     absl::StatusOr<backup::EncodedFrame> f = backup::EncodeFrame(
         backup::FrameType::kRows, names_pieces_ ? backup::kFrameNamesPieces : 0, raw, level_);
@@ -287,7 +286,7 @@ absl::StatusOr<BackupResult> DatabaseImpl::Backup(const std::string& path,
   r.snapshot = txn->id();
   r.tables = tables.size();
   r.indexes = catalog.indexes.size();
-  r.rows = totals.rows.load();
+  for (uint64_t n : table_rows) r.rows += n;
   r.blobs = totals.blobs.load();
   r.blob_bytes = totals.blob_bytes.load();
   r.raw_bytes = totals.raw_bytes.load();
