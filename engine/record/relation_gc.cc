@@ -90,6 +90,14 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
         placed = page::DpReplace(P.data(), ps_, line, *built);
       }
       if (!placed) {
+        // The head shrank (a delete stub, a tiny row) and the page has filled since: even the
+        // fragmented header is up to a pointer larger than what it replaces. Back versions
+        // stored on this page move to secondary pages until it fits, as for a new head.
+        absl::StatusOr<bool> room = MakeRoomForHead(P, pno, line, mark_txn, &nh, &*built);
+        if (!room.ok()) return room.status();
+        placed = *room;
+      }
+      if (!placed) {
         return absl::InternalError(absl::StrCat("page ", pno, " line ", line,
                                                 ": restored version does not fit"));
       }

@@ -735,6 +735,13 @@ TEST_CASE("blob crash: SIGKILL while writing large BLOBs leaves no partial BLOB"
     // Small enough that temporary BLOBs in TempSpace spill to files (blocks are 1 MB).
     const uint64_t temp_limits[] = {0, 1 << 20, 3 << 20};
     child_opts.temp_cache_limit = temp_limits[rng() % std::size(temp_limits)];
+    // Coverage: if no kill so far came after a spill (on a loaded machine the kills can all
+    // come early), the last one waits for the child's first spill.
+    const bool await_spill = round + 1 == kills && spills == 0;
+    if (await_spill) {
+      child_opts.blob_temp_space = 2;  // every temporary BLOB in temp space
+      child_opts.temp_cache_limit = 1 << 20;
+    }
     child_opts.use_io_uring = rng() % 2 == 0;
     const int64_t base = static_cast<int64_t>(round + 1) * 1'000'000;
     const uint64_t child_seed = rng();
@@ -751,7 +758,8 @@ TEST_CASE("blob crash: SIGKILL while writing large BLOBs leaves no partial BLOB"
         [&](const ChildLink& link) {
           RunChild(args, link, shape, model, base, child_seed, progress);
         },
-        delay_ms);
+        delay_ms, /*count_from_fork=*/false,
+        [&] { return !await_spill || progress->temp_spills.load() > 0; });
     const uint32_t where = std::min<uint32_t>(progress->step.load(), 3);
     ++landed[where];
     spills += progress->temp_spills.load();

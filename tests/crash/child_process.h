@@ -105,10 +105,13 @@ template <class GetHandlesFn, class TxnFn>
 // ---------------------------------------------------------------- in the parent
 
 // Forks a child that runs `child(link)` (it must end in _exit, never return), waits for its
-// "open" (or its end) at most 20 s unless `count_from_fork`, then `delay_ms`, and kills it. The
-// child must have died of the kill, or have stopped by itself with exit code 0.
+// "open" (or its end) at most 20 s unless `count_from_fork`, then until `ready_to_kill()` (if
+// given; polled for at most 60 s: a coverage condition such as "the child has spilled", which a
+// loaded machine may take long to reach), then `delay_ms`, and kills it. The child must have
+// died of the kill, or have stopped by itself with exit code 0.
 inline void ForkAndKill(const std::function<void(const ChildLink&)>& child, int delay_ms,
-                        bool count_from_fork = false) {
+                        bool count_from_fork = false,
+                        const std::function<bool()>& ready_to_kill = {}) {
   std::fflush(nullptr);
   int ready[2];
   REQUIRE(::pipe(ready) == 0);
@@ -124,6 +127,17 @@ inline void ForkAndKill(const std::function<void(const ChildLink&)>& child, int 
   if (!count_from_fork) {
     struct pollfd pfd = {ready[0], POLLIN, 0};
     (void)::poll(&pfd, 1, 20000);
+  }
+  if (ready_to_kill) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    auto child_ended = [pid] {  // (WNOWAIT: left to be reaped below)
+      siginfo_t info{};
+      return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+             info.si_pid == pid;
+    };
+    while (!ready_to_kill() && std::chrono::steady_clock::now() < give_up && !child_ended()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
   ::kill(pid, SIGKILL);
