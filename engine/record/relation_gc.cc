@@ -47,7 +47,11 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
   }
   absl::StatusOr<std::string> head_raw = RawBody(h, head_rec, std::string());
   if (!head_raw.ok()) return head_raw.status();
-  if (h.flags & kRecFragmented) unlinked->push_back({pno, h.frag_page, h.frag_line, true});
+  // Nothing on P changes until the restored head is sure to be placed: an error (a fragment
+  // page that cannot be read or written) leaves the chain as it was, whole, for a later
+  // backout, and the lines this one would free stay in use.
+  std::vector<Unlinked> freed;
+  if (h.flags & kRecFragmented) freed.push_back({pno, h.frag_page, h.frag_line, true});
   if (h.back_page == page::kNoPage) {
     // The record was new: it goes, and its record number can be reused.
     page::DpDelete(P.data(), ps_, line);
@@ -69,12 +73,22 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
       EncodeHeader(nh, &nrec);
       nrec.append(back, bh.size());
     }
+    // A back version on P goes first (its room is the restored head's); if the head cannot be
+    // placed after all, it comes back to its line.
     if (same) page::DpDelete(P.data(), ps_, h.back_line);
+    auto fail = [&](absl::Status s) {
+      if (same && !page::DpInsertAt(P.data(), ps_, h.back_line, back)) {
+        return absl::InternalError(absl::StrCat("page ", pno, " line ", h.back_line,
+                                                ": back version could not be put back (",
+                                                s.message(), ")"));
+      }
+      return s;
+    };
     bool placed = !nrec.empty() && page::DpReplace(P.data(), ps_, line, nrec);
     if (!placed) {
       // A delta (or a version too big for the room here): rebuild it whole.
       absl::StatusOr<std::string> raw = RawBody(bh, back, *head_raw);
-      if (!raw.ok()) return raw.status();
+      if (!raw.ok()) return fail(raw.status());
       nh.flags &= ~kRecFragmented;
       nh.frag_page = page::kNoPage;
       nh.frag_line = 0;
@@ -82,34 +96,34 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
       if (!(nh.flags & kRecDeleted)) nh.encoding = CompressBody(*raw, &stored);
       const size_t limit = HeadInlineLimit(P.data(), head_rec.size(), nh.size() + stored.size());
       absl::StatusOr<std::string> built = BuildVersion(mark_txn, nh, stored, limit, &P);
-      if (!built.ok()) return built.status();
+      if (!built.ok()) return fail(built.status());
       placed = page::DpReplace(P.data(), ps_, line, *built);
       if (!placed) {
         built = BuildVersion(mark_txn, nh, stored, /*inline_limit=*/0, &P);
-        if (!built.ok()) return built.status();
+        if (!built.ok()) return fail(built.status());
         placed = page::DpReplace(P.data(), ps_, line, *built);
       }
-      if (!placed) {
+      if (!placed && !same) {
         // The head shrank (a delete stub, a tiny row) and the page has filled since: even the
         // fragmented header is up to a pointer larger than what it replaces. Back versions
-        // stored on this page move to secondary pages until it fits, as for a new head.
+        // stored on this page move to secondary pages until it fits, as for a new head. (With
+        // the back version on P its room is enough.)
         absl::StatusOr<bool> room = MakeRoomForHead(P, pno, line, mark_txn, &nh, &*built);
         if (!room.ok()) return room.status();
         placed = *room;
       }
       if (!placed) {
-        return absl::InternalError(absl::StrCat("page ", pno, " line ", line,
-                                                ": restored version does not fit"));
+        return fail(absl::InternalError(absl::StrCat("page ", pno, " line ", line,
+                                                     ": restored version does not fit")));
       }
-      if (bh.flags & kRecFragmented) {
-        unlinked->push_back({pno, bh.frag_page, bh.frag_line, true});
-      }
+      if (bh.flags & kRecFragmented) freed.push_back({pno, bh.frag_page, bh.frag_line, true});
     }
     if (!same) {
       NotePendingFree(h.back_page, h.back_line);
-      unlinked->push_back({pno, h.back_page, h.back_line, false});
+      freed.push_back({pno, h.back_page, h.back_line, false});
     }
   }
+  unlinked->insert(unlinked->end(), freed.begin(), freed.end());
   P.Mark(mark_txn);
   if (removed_raw) *removed_raw = std::move(*head_raw);
   return absl::OkStatus();

@@ -315,10 +315,11 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
   if (!w.overwrite) {
     // A hint for the collector and statistics, not needed for recovery: the commit does not
     // write the pointer page for it (a crash may lose the flag; the garbage stays findable).
-    if (absl::Status s = SetPageFlags(w.seq, page::kPpHasGarbage, 0, kNoOwnerMark);
-        !s.ok()) {
-      return s;
-    }
+    // The new head is in place by now, so an error here (the pointer page unreadable) must not
+    // fail the write: the caller would not note the change for its undo, and a rollback would
+    // leave the version behind, committed with the transaction's undo, its index keys never
+    // added. The flag stays unset, as after a crash.
+    (void)SetPageFlags(w.seq, page::kPpHasGarbage, 0, kNoOwnerMark);
   }
   WriteOutcome out;
   out.code = WriteOutcome::kDone;
