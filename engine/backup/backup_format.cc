@@ -25,7 +25,6 @@ using util::Put16;
 using util::Put32;
 using util::Put64;
 
-
 void PutString(std::string* out, std::string_view s) {
   util::PutVarint64(out, s.size());
   out->append(s);

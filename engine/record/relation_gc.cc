@@ -49,9 +49,8 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
   if (!head_raw.ok()) return head_raw.status();
   // Nothing on P changes until the restored head is sure to be placed: an error (a fragment
   // page that cannot be read or written) leaves the chain as it was, whole, for a later
-  // backout, and the lines this one would free stay in use.
-  std::vector<Unlinked> freed;
-  if (h.flags & kRecFragmented) freed.push_back({pno, h.frag_page, h.frag_line, true});
+  // backout. What this one frees goes to `unlinked` only once the head is placed (below),
+  // so the lines stay in use after an error.
   if (h.back_page == page::kNoPage) {
     // The record was new: it goes, and its record number can be reused.
     page::DpDelete(P.data(), ps_, line);
@@ -116,14 +115,14 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
         return fail(absl::InternalError(absl::StrCat("page ", pno, " line ", line,
                                                      ": restored version does not fit")));
       }
-      if (bh.flags & kRecFragmented) freed.push_back({pno, bh.frag_page, bh.frag_line, true});
+      if (bh.flags & kRecFragmented) unlinked->push_back({pno, bh.frag_page, bh.frag_line, true});
     }
     if (!same) {
       NotePendingFree(h.back_page, h.back_line);
-      freed.push_back({pno, h.back_page, h.back_line, false});
+      unlinked->push_back({pno, h.back_page, h.back_line, false});
     }
   }
-  unlinked->insert(unlinked->end(), freed.begin(), freed.end());
+  if (h.flags & kRecFragmented) unlinked->push_back({pno, h.frag_page, h.frag_line, true});
   P.Mark(mark_txn);
   if (removed_raw) *removed_raw = std::move(*head_raw);
   return absl::OkStatus();

@@ -232,17 +232,15 @@ std::vector<std::string> Compare(Database* db, const std::vector<Model>& models)
   absl::Status err;
   auto c = (*tx)->Scan(*t);
   if (!c.ok()) return {c.status().ToString()};
-  size_t scanned = 0;
-  for (; (*c)->Valid(); (void)(*c)->Next()) {
+  for (; (*c)->Valid() && err.ok(); err.Update((*c)->Next())) {
     const Row& r = (*c)->row();
     const int64_t owner = std::get<int64_t>(r[1]);
     std::string blob;
     if (const BlobId* b = std::get_if<BlobId>(&r[3])) blob = ReadBlob(tx->get(), *b, &err);
     seen.at(static_cast<size_t>(owner))[std::get<int64_t>(r[0])] = {std::get<std::string>(r[2]),
                                                                     blob};
-    ++scanned;
   }
-  if (!err.ok()) out.push_back("BLOB read: " + err.ToString());
+  if (!err.ok()) out.push_back("table scan: " + err.ToString());
   for (size_t w = 0; w < models.size(); ++w) {
     if (seen[w].size() != models[w].size()) {
       out.push_back(absl::StrCat("writer ", w, ": ", seen[w].size(), " rows, model ",
@@ -260,8 +258,10 @@ std::vector<std::string> Compare(Database* db, const std::vector<Model>& models)
     }
     // The owner index holds exactly the writer's rows; the id index finds each one.
     auto s = (*tx)->IndexScan(*by_owner, {int64_t(w)}, {int64_t(w)});
+    absl::Status serr = s.status();
     size_t n = 0;
-    for (; s.ok() && (*s)->Valid(); (void)(*s)->Next()) ++n;
+    for (; serr.ok() && (*s)->Valid(); serr = (*s)->Next()) ++n;
+    if (!serr.ok()) out.push_back(absl::StrCat("writer ", w, " owner index: ", serr.ToString()));
     if (n != models[w].size()) {
       out.push_back(absl::StrCat("writer ", w, ": owner index has ", n, ", model ",
                                  models[w].size()));
@@ -271,7 +271,6 @@ std::vector<std::string> Compare(Database* db, const std::vector<Model>& models)
       if (!f.ok() || !*f) out.push_back(absl::StrCat("writer ", w, " row ", id, " not in the id index"));
     }
   }
-  (void)scanned;
   (void)(*tx)->Commit();
   return out;
 }

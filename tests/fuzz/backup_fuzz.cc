@@ -15,12 +15,8 @@ using namespace ember;
 namespace {
 
 Options FuzzOptions() {
-  Options o;
-  o.page_size = 4096;
-  o.cache_pages = 64;
-  o.forced_writes = false;
+  Options o = fuzz::SmallDbOptions(64);
   o.doublewrite = false;
-  o.temp_directories = {fuzz::ScratchDir()};
   return o;
 }
 
@@ -72,38 +68,39 @@ std::vector<std::string> Seeds() {
   const std::string bak = fuzz::ScratchDir() + "/seed.bak";
   Options o = FuzzOptions();
   o.create_if_missing = true;
-  std::unique_ptr<Database> db = std::move(*Database::Open(db_path, o));
-  Table t = *db->CreateTable({"t",
-                              {{"id", ColumnType::kInt64, false},
-                               {"s", ColumnType::kString},
-                               {"d", ColumnType::kDouble},
-                               {"b", ColumnType::kBytes},
-                               {"blob", ColumnType::kBlob}}});
-  (void)*db->CreateIndex({"t_id", "t", {"id"}, true});
-  (void)*db->CreateTable({"empty", {{"x", ColumnType::kInt64}}});
-  std::unique_ptr<Transaction> tx = std::move(*db->Begin());
+  std::unique_ptr<Database> db = fuzz::Must(Database::Open(db_path, o), "create");
+  Table t = fuzz::Must(db->CreateTable({"t",
+                                        {{"id", ColumnType::kInt64, false},
+                                         {"s", ColumnType::kString},
+                                         {"d", ColumnType::kDouble},
+                                         {"b", ColumnType::kBytes},
+                                         {"blob", ColumnType::kBlob}}}),
+                       "CreateTable");
+  fuzz::Must(db->CreateIndex({"t_id", "t", {"id"}, true}), "CreateIndex");
+  fuzz::Must(db->CreateTable({"empty", {{"x", ColumnType::kInt64}}}), "CreateTable");
+  std::unique_ptr<Transaction> tx = fuzz::Must(db->Begin(), "Begin");
   for (int64_t i = 0; i < 20; ++i) {
-    std::unique_ptr<BlobWriter> w = std::move(*tx->CreateBlob(t, "blob"));
-    (void)w->Write(std::string(static_cast<size_t>(i * 37), static_cast<char>('a' + i)));
+    std::unique_ptr<BlobWriter> w = fuzz::Must(tx->CreateBlob(t, "blob"), "CreateBlob");
+    fuzz::MustOk(w->Write(std::string(static_cast<size_t>(i * 37), static_cast<char>('a' + i))),
+                 "BLOB write");
     Row row{i, "row " + std::to_string(i), i * 0.5, std::string(i % 3, '\x01'), w->id()};
     if (i % 4 == 0) row[1] = std::monostate{};
-    (void)*tx->Insert(t, row);
+    fuzz::Must(tx->Insert(t, row), "Insert");
   }
-  (void)tx->Commit();
+  fuzz::MustOk(tx->Commit(), "Commit");
   tx.reset();
-  (void)*db->Backup(bak);
-  (void)db->Close();
+  fuzz::Must(db->Backup(bak), "Backup");
+  fuzz::MustOk(db->Close(), "Close");
   db.reset();
 
-  std::ifstream f(bak, std::ios::binary);
-  const std::string file((std::istreambuf_iterator<char>(f)), {});
+  const std::string file = fuzz::ReadFile(bak);
   std::vector<std::string> out{std::string(1, '\0') + file};
   std::string frames(1, '\1');
-  std::unique_ptr<backup::FrameReader> r = std::move(*backup::FrameReader::Open(bak));
+  std::unique_ptr<backup::FrameReader> r = fuzz::Must(backup::FrameReader::Open(bak), "open");
   backup::FrameHeader h;
   std::string stored, raw;
-  while (*r->Next(&h, &stored)) {
-    (void)backup::DecodePayload(h, stored, &raw, r->Where());
+  while (fuzz::Must(r->Next(&h, &stored), "frame")) {
+    fuzz::MustOk(backup::DecodePayload(h, stored, &raw, r->Where()), "payload");
     frames += static_cast<char>(h.type);
     frames += static_cast<char>(h.flags);
     const uint16_t len = static_cast<uint16_t>(std::min<size_t>(raw.size(), 65535));

@@ -12,6 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ember/options.h"
+
 namespace ember::fuzz {
 
 // A finding: prints what is wrong and aborts, so libFuzzer saves the input as a crash.
@@ -24,6 +28,16 @@ namespace ember::fuzz {
   do {                                                                            \
     if (!(cond)) ::ember::fuzz::Fail(std::string(#cond ": ") + std::string(msg)); \
   } while (0)
+
+// Setup a target cannot go on without (a template database, seeds): an error is a finding.
+inline void MustOk(const absl::Status& s, const char* what) {
+  if (!s.ok()) Fail(std::string(what) + ": " + s.ToString());
+}
+template <class T>
+T Must(absl::StatusOr<T> v, const char* what) {
+  MustOk(v.status(), what);
+  return std::move(*v);
+}
 
 // A directory of this process's own on tmpfs when there is one (targets that make database
 // files run hundreds of times a second), removed at exit.
@@ -45,9 +59,25 @@ inline const std::string& ScratchDir() {
   return dir;
 }
 
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
 inline void WriteFile(const std::string& path, std::string_view bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The options of the targets' small databases: 4 KiB pages, a small cache (pages come and go
+// as the run goes), no syncs, temp space in the scratch directory.
+inline Options SmallDbOptions(uint32_t cache_pages) {
+  Options o;
+  o.page_size = 4096;
+  o.cache_pages = cache_pages;
+  o.forced_writes = false;
+  o.temp_directories = {ScratchDir()};
+  return o;
 }
 
 // With EMBER_FUZZ_MAKE_SEEDS=DIR in the environment a target writes its seed inputs (valid
