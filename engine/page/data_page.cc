@@ -268,10 +268,12 @@ void DpDelete(uint8_t* page, uint32_t page_size, uint16_t line) {
   }
 }
 
-uint16_t DpLiveLines(const uint8_t* page) {
-  // No page size here: bound the scan by data_start, which on a page that passes DpCheck is at
-  // or after the end of the line array and at most the page size.
-  const uint32_t ds = std::min<uint32_t>(DataStart(page), kMaxPageSize);
+uint16_t DpLiveLines(const uint8_t* page, uint32_t page_size) {
+  // Bound the scan by data_start, which on a page that passes DpCheck is at or after the end of
+  // the line array, and by the page size: the engine also counts on pages only VerifyPage has
+  // seen (Relation::HeadInlineLimit, when DpFreeSpace says 0 for a header it finds insane), and
+  // a damaged data_start up to 64 KiB must not take the walk past a smaller page.
+  const uint32_t ds = std::min<uint32_t>({DataStart(page), page_size, kMaxPageSize});
   const uint32_t max_lines = ds > kDpLinesOffset ? (ds - kDpLinesOffset) / kDpLineSize : 0;
   const uint32_t lc = std::min<uint32_t>(LineCount(page), max_lines);
   uint16_t n = 0;

@@ -61,8 +61,9 @@ std::optional<std::string_view> DpGet(const uint8_t* page, uint32_t page_size, u
 bool DpReplace(uint8_t* page, uint32_t page_size, uint16_t line, std::string_view rec);
 // Empties a line (trailing empty lines are dropped from the array).
 void DpDelete(uint8_t* page, uint32_t page_size, uint16_t line);
-// Number of non-empty lines.
-uint16_t DpLiveLines(const uint8_t* page);
+// Number of non-empty lines. Reads no further than `page_size` (or data_start) whatever the
+// header says; the default (the largest page size) is only safe on a page DpCheck accepts.
+uint16_t DpLiveLines(const uint8_t* page, uint32_t page_size = kMaxPageSize);
 // Structural check for Validate(): line entries inside the page, not overlapping, counters
 // consistent. Returns a description of the first problem, or empty.
 std::string DpCheck(const uint8_t* page, uint32_t page_size);

@@ -99,8 +99,11 @@ std::optional<PageNo> PipFindFreeRun(const uint8_t* page, uint32_t page_size, ui
   const uint32_t nbits = PagesPerPip(page_size);
   const uint8_t* bitmap = page + kPipBitmapOffset;
   const uint32_t bytes = n / 8;
-  // No page below the hint is free, so no run starts below its group.
-  for (uint32_t idx = MinFree(page) / n * n; idx + n <= nbits; idx += n) {
+  // No page below the hint is free, so no run starts below its group. The hint is read from
+  // the page: one past the bitmap (a damaged page) must end the search, not wrap idx + n.
+  const uint32_t hint = MinFree(page);
+  if (hint >= nbits) return std::nullopt;
+  for (uint32_t idx = hint / n * n; idx + n <= nbits; idx += n) {
     const uint8_t* g = bitmap + idx / 8;
     uint32_t b = 0;
     while (b < bytes && g[b] == 0xFF) ++b;

@@ -98,7 +98,7 @@ size_t Relation::HeadInlineLimit(const uint8_t* page, size_t head_size, size_t f
     // counted only when that bound leaves too little.
     size_t others = page::DpLineCount(page);
     if (free < full - head_size + kHeadSlack + others * kReservePerRecord) {
-      others = page::DpLiveLines(page);
+      others = page::DpLiveLines(page, ps_);
     }
     const size_t reserve = (others > 0 ? others - 1 : 0) * kReservePerRecord;
     room = head_size + (free > reserve ? free - reserve : 0);
@@ -224,7 +224,7 @@ absl::StatusOr<uint64_t> Relation::InsertOnto(uint64_t txn, std::string_view raw
     const size_t base = need + page::kDpLineSize;
     bool fits = free >= base + (size_t{page::DpLineCount(r.data())} + 1) * kReservePerRecord;
     if (!fits && free >= base) {
-      const size_t live = page::DpLiveLines(r.data());
+      const size_t live = page::DpLiveLines(r.data(), ps_);
       fits = live == 0 || free >= base + (live + 1) * kReservePerRecord;
     }
     if (fits) {

@@ -568,5 +568,23 @@ TEST_CASE("data page: random corruption never crashes", "[page]") {
   CHECK(detected > 1000);
 }
 
+// Found by the page fuzz target: Relation::HeadInlineLimit counts the live lines of a page only
+// VerifyPage has seen (DpFreeSpace gives 0 for an insane header, which sends it to the count).
+// A data_start past a 4 KiB page (damaged, but sealed) let the walk read up to 32 KiB of lines
+// from beyond the page; with the page size given it stays inside it.
+TEST_CASE("data page: DpLiveLines with the page size stays inside a page with a damaged header",
+          "[data_page]") {
+  constexpr uint32_t ps = 4096;
+  std::vector<uint8_t> page(ps);
+  InitDataPage(page.data(), ps, 7, 1, 0);
+  REQUIRE(DpInsert(page.data(), ps, "abc").has_value());
+  util::Put16(page.data() + 24, 0xFFFF);  // line_count
+  util::Put16(page.data() + 26, 0x8000);  // data_start: 32 KiB
+  CHECK_FALSE(DpCheck(page.data(), ps).empty());
+  CHECK(DpFreeSpace(page.data(), ps) == 0);
+  // ASan reports a read past `page` here without the bound.
+  CHECK(DpLiveLines(page.data(), ps) <= (ps - kDpLinesOffset) / kDpLineSize);
+}
+
 }  // namespace
 }  // namespace ember::page

@@ -193,5 +193,18 @@ TEST_CASE("pip: PipFindFreeRun finds the lowest aligned run of free pages, again
   CHECK(PipFindFreeRun(page.data(), 4096, 8) == PageNo{2056});
 }
 
+// Found by the page fuzz target: a min_free hint near 2^32 (a damaged page that got past its
+// checksum) made idx + n wrap, and the search read far outside the page.
+TEST_CASE("pip: PipFindFreeRun on a page whose min_free hint is past the bitmap finds nothing",
+          "[pip]") {
+  for (uint32_t hint : {PagesPerPip(4096), PagesPerPip(4096) + 1, 0xFFFFFFF8u, 0xFFFFFFFFu}) {
+    std::vector<uint8_t> page(4096);
+    InitPip(page.data(), 4096, 1, 0);
+    util::Put32(page.data() + 20, hint);  // min_free
+    for (uint32_t n = 8; n <= 64; n += 8) CHECK_FALSE(PipFindFreeRun(page.data(), 4096, n).has_value());
+    CHECK_FALSE(PipFindFree(page.data(), 4096).has_value());
+  }
+}
+
 }  // namespace
 }  // namespace ember::page
