@@ -12,8 +12,8 @@
 //   for low_page). Pages of the chain no parent names are accepted: they are right siblings the
 //   parent has not been told about yet (a crash between writing a split node and its parent),
 //   and their fences put them exactly where the B-link descent finds them.
-// It reports structural problems as strings naming the page and keeps going; only a page that
-// cannot be read at all stops it.
+// It reports structural problems, and pages that fail their checksum, as strings naming the page
+// and keeps going; only a page that cannot be read at all (an I/O error) stops it.
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -92,6 +92,12 @@ class BTree::Impl::Checker {
       BtreeNode node;
       {
         absl::StatusOr<cache::PageRef> r = t_.cache->Fetch(no, cache::LatchMode::kShared);
+        // A page that fails its checksum is damage to report, as one that does not decode is
+        // (and as Validate reports damaged data and BLOB pages); only an I/O error stops it.
+        if (absl::IsDataLoss(r.status())) {
+          errors_->push_back(std::string(r.status().message()));
+          return absl::OkStatus();
+        }
         if (!r.ok()) return r.status();
         if (absl::Status s = page::DecodeBtreePage(r->data(), t_.page_size, no, &node); !s.ok()) {
           errors_->push_back(std::string(s.message()));
