@@ -55,6 +55,31 @@ struct RangeSummary {
   bool has_unique = false;
 };
 
+// A version whose key the tree cannot take (Database::max_key_size): rows written before the
+// index existed were not checked against it. Only a rolled-back version may be left out of the
+// index; any other could be read through it by some snapshot, so the build is refused.
+absl::Status KeyTooLong(const IndexState& ix, uint64_t rec, uint32_t max) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "index ", ix.schema.name, ": record ", rec, " of table ", ix.table->schema.name,
+      " has a key longer than the maximum of ", max,
+      " bytes (Database::max_key_size; versions not collected yet count too)"));
+}
+
+// Whether the key of stored row `row` is over `max` bytes (`key` its encoding). A string or
+// bytes value stored out of line decodes as the id of its BLOB, which would encode short; it
+// is longer than record::SpillThreshold, itself above every page size's longest key.
+bool KeyOverMax(const IndexState& ix, const Row& row, const std::string& key, uint32_t max) {
+  if (key.size() > max) return true;
+  for (size_t c : ix.key_columns) {
+    const ColumnType type = ix.table->schema.columns[c].type;
+    if ((type == ColumnType::kString || type == ColumnType::kBytes) &&
+        std::holds_alternative<BlobId>(row[c])) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexBuildOptions& opt,
@@ -71,6 +96,7 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
   record::Relation* rel = t->relation.get();
   const size_t ncols = t->schema.columns.size();
   const uint32_t nseq = rel->PageSequences();
+  const uint32_t max_key = max_key_size();
   worker::WorkerPool* pool = workers();
   const int w = pool->WorkersFor(opt.workers > 0 ? opt.workers : options_.parallel_workers);
   stats->workers = w;
@@ -131,6 +157,11 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
               std::string& entry = keys[nkeys].first;
               const bool has_null = internal::EncodeIndexKey(*ix, row, &entry);
               const uint64_t key_len = entry.size();
+              if (KeyOverMax(*ix, row, entry, max_key)) {
+                if (!live) return true;  // rolled back: nobody reads it, so it needs no entry
+                bad = KeyTooLong(*ix, rec, max_key);
+                return false;
+              }
               internal::AppendRecordNumber(rec, &entry);
               keys[nkeys].second =
                   key_len << kKeyLenShift | (live && !newest_seen && !has_null ? kUniqueKey : 0);
@@ -253,6 +284,8 @@ absl::Status DatabaseImpl::BuildIndexByInserts(IndexState* ix, uint64_t txn, Ind
   std::vector<uint64_t> recs;
   absl::flat_hash_map<std::string, uint64_t> unique_keys;  // newest live key -> record
   bool dup = false;
+  const uint32_t max_key = max_key_size();
+  absl::Status too_long;
   for (uint32_t seq = 0; seq < n; ++seq) {
     recs.clear();
     if (absl::Status s = rel->ListRecords(seq, &recs); !s.ok()) return s;
@@ -271,6 +304,11 @@ absl::Status DatabaseImpl::BuildIndexByInserts(IndexState* ix, uint64_t txn, Ind
           if (!bad.ok()) return false;
           std::string key;
           const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
+          if (KeyOverMax(*ix, row, key, max_key)) {
+            if (!live) return true;  // rolled back: nobody reads it, so it needs no entry
+            too_long = KeyTooLong(*ix, rec, max_key);
+            return false;
+          }
           if (ix->schema.unique && live && !newest_seen && !has_null) {
             if (!unique_keys.emplace(key, rec).second) dup = true;
           }
@@ -281,6 +319,7 @@ absl::Status DatabaseImpl::BuildIndexByInserts(IndexState* ix, uint64_t txn, Ind
       }, &at);
       if (!bad.ok()) return internal::UndecodableVersion(*ix->table, rec, at, bad);
       if (!s.ok()) return s;
+      if (!too_long.ok()) return too_long;
       if (dup) {
         return absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name,
                                                      ": table ", ix->table->schema.name,
