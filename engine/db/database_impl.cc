@@ -496,7 +496,10 @@ absl::StatusOr<TableState*> DatabaseImpl::AddTableState(uint32_t id, const Table
   t->schema = schema;
   t->relation =
       std::make_unique<record::Relation>(cache_.get(), space_.get(), txns_.get(), id, first_pp);
-  if (absl::Status s = t->relation->Load(); !s.ok()) return s;
+  // A damaged pointer-page chain makes only this table unusable: the relation keeps the
+  // DataLoss (Relation::damage) for every call that needs its pages, and the rest of the
+  // database opens. Errors of other codes still fail the open.
+  if (absl::Status s = t->relation->Load(); !s.ok() && !absl::IsDataLoss(s)) return s;
   record::Relation* rel = t->relation.get();
   rel->SetBlobFreer([this, rel](std::span<const uint64_t> ids, uint64_t mark_txn) {
     return blob::FreeStoredBlobs(cache_.get(), space_.get(), rel, ids, mark_txn);
@@ -642,6 +645,8 @@ absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
   std::unique_lock<std::shared_mutex> g(catalog_mu_);
   absl::StatusOr<TableState*> ts = AddTableState(id, schema, *pp, rec);
   if (!ts.ok()) return ts.status();
+  // (Committed: the table exists, damaged from the start, as a reopen would find it.)
+  if (const absl::Status& d = (*ts)->relation->damage(); !d.ok()) return d;
   return (*ts)->handle();
 }
 
@@ -684,7 +689,8 @@ absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
   absl::Status s;
   {
     std::unique_lock<std::shared_mutex> rows(table->rows_mu);
-    if (table->relation->PageSequences() > 0) s = BuildIndex(ix, t->id, build, &stats);
+    s = table->relation->damage();  // (its pages are unknown: no build, not an empty one)
+    if (s.ok() && table->relation->PageSequences() > 0) s = BuildIndex(ix, t->id, build, &stats);
     if (s.ok()) {
       absl::StatusOr<uint64_t> r = catalog_->Insert(t->id, IndexCatalogRow(*ix));
       s = r.status();

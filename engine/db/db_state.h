@@ -193,7 +193,7 @@ class DatabaseImpl : public Database {
   // than its drop does); NotFound naming it if not.
   absl::Status CheckTableVisible(const internal::TableState& t, uint64_t cn) const;
   // Whether index `ix` can be read now: NotFound once a drop of it (or its table) began,
-  // FailedPrecondition while it is inactive.
+  // FailedPrecondition while it is inactive, its table's damage (Relation::damage) if any.
   absl::Status CheckIndexUsable(const internal::IndexState& ix) const;
   // After a transaction ended: frees what drops left once nothing can read it (cheap when no
   // drop waits).

@@ -31,7 +31,8 @@ absl::Status DatabaseImpl::CheckIndexUsable(const IndexState& ix) const {
   if (!ix.active.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError(absl::StrCat("index ", ix.schema.name, " is inactive"));
   }
-  return absl::OkStatus();
+  // An index read returns rows: over a damaged table it would return some or none of them.
+  return ix.table->relation->damage();
 }
 
 absl::Status DatabaseImpl::WriteCatalogRow(uint64_t txn, uint64_t rec, const std::string* raw) {
@@ -241,7 +242,8 @@ absl::Status DatabaseImpl::SetIndexActive(std::string_view name, bool active,
         std::unique_lock<std::shared_mutex> rows(t->rows_mu);
         // Readers do not use the tree before `active` is set; writers wait for the rows lock.
         ix->SetTree(std::make_unique<index::BTree>(cache_.get(), space_.get(), *root));
-        if (t->relation->PageSequences() > 0) s = BuildIndex(ix, txn->id, build, &stats);
+        s = t->relation->damage();  // (its pages are unknown: no build, not an empty one)
+        if (s.ok() && t->relation->PageSequences() > 0) s = BuildIndex(ix, txn->id, build, &stats);
         const std::string raw = IndexCatalogRow(*ix);
         if (s.ok()) s = WriteCatalogRow(txn->id, ix->catalog_rec, &raw);
         if (s.ok()) s = txns_->Commit(txn->id);

@@ -328,7 +328,17 @@ absl::Status DatabaseImpl::CollectAll() {
   }
   std::vector<uint64_t> recs;
   std::vector<record::Unlinked> unlinked;
+  // A table whose pages are unknown (a damaged pointer-page chain) is not collected: the others
+  // are, and the call then fails with its DataLoss (as Sweep does), never as if it were empty.
+  absl::Status damaged;
   for (TableState* t : tables) {
+    if (const absl::Status& d = t->relation->damage(); !d.ok()) {
+      if (damaged.ok()) {
+        damaged = absl::Status(d.code(), absl::StrCat("garbage collection of table ",
+                                                      t->schema.name, ": ", d.message()));
+      }
+      continue;
+    }
     // Lines unlinked but not freed are handed to the background collector to retry.
     auto free_unlinked = [&]() {
       absl::Status s = t->relation->FreeUnlinked(&unlinked, kGcMarkTxn);
@@ -351,7 +361,7 @@ absl::Status DatabaseImpl::CollectAll() {
     t->relation->TakeLater(&unlinked);
     if (absl::Status s = free_unlinked(); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  return damaged;
 }
 
 absl::StatusOr<TableStats> DatabaseImpl::GetTableStats(const Table& table) {

@@ -45,9 +45,20 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
     uint32_t end;
   };
   std::vector<Item> items;
+  // A table whose pages are unknown (a damaged pointer-page chain) cannot be swept: the others
+  // are, and the sweep then fails with its DataLoss without moving the OIT, since the dead
+  // transactions' versions may still be in that table.
+  absl::Status damaged;
   {
     std::shared_lock<std::shared_mutex> g(catalog_mu_);
     for (const auto& t : tables_) {
+      if (const absl::Status& d = t->relation->damage(); !d.ok()) {
+        if (damaged.ok()) {
+          damaged = absl::Status(d.code(), absl::StrCat("sweep of table ", t->schema.name, ": ",
+                                                        d.message()));
+        }
+        continue;
+      }
       const uint32_t n = t->relation->PageSequences();
       for (uint32_t first = 0; first < n; first += kChunk) {
         items.push_back({t.get(), first, std::min(n, first + kChunk)});
@@ -126,6 +137,12 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
       }
     }
     if (s = catalog_->FreeUnlinked(&unlinked, kGcMarkTxn); !s.ok()) return s;
+  }
+  if (!damaged.ok()) {
+    // What was removed reaches the disk as any collection's does; the slots of the pages
+    // flagged swept stay unflagged (a hint: the next sweep flags them).
+    if (s = cache_->FlushAll(); !s.ok()) return s;
+    return damaged;
   }
 
   // The removals must be on disk before the header says nothing below the new OIT is dead:

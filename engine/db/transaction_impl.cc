@@ -184,7 +184,9 @@ absl::Status TransactionImpl::CheckActive() const {
 absl::Status TransactionImpl::CheckTable(const Table& t) const {
   if (!t) return absl::InvalidArgumentError("invalid table handle");
   if (absl::Status s = db_->CheckOpen(); !s.ok()) return s;
-  return db_->CheckTableVisible(*StateOf(t), View().snapshot_cn);
+  if (absl::Status s = db_->CheckTableVisible(*StateOf(t), View().snapshot_cn); !s.ok()) return s;
+  // Every read and write of the table needs its page lists (a damaged pointer-page chain).
+  return StateOf(t)->relation->damage();
 }
 
 absl::Status TransactionImpl::NoteWriter(TableState* t) {

@@ -76,6 +76,8 @@ class TransactionImpl : public Transaction {
     util::ScopedCounterSinks sinks_;
   };
   absl::Status CheckActive() const;
+  // A valid handle of a table this transaction sees, on an open database, whose pages are
+  // known: a damaged pointer-page chain is its DataLoss (Relation::damage).
   absl::Status CheckTable(const Table& t) const;
   // What Insert and Update share: the checks, the row validated, its temporary BLOBs stored
   // and its encoding. REQUIRES: catalog_mu_ held shared (the index list must not change).

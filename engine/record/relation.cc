@@ -47,15 +47,21 @@ absl::Status Relation::Load() {
   // takes mu_ while it holds a pointer page, so no latch may be taken under mu_.
   std::vector<PageNo> pps;
   std::vector<PageInfo> pages;
+  // Damage is kept (and the lists left empty): the caller decides whether it is fatal (the
+  // catalog) or makes only this relation unusable (a user table, see damage()).
+  auto damaged = [&](absl::Status s) {
+    if (absl::IsDataLoss(s)) damage_ = s;
+    return s;
+  };
   for (PageNo p = first_pp_; p != page::kNoPage;) {
     absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
-    if (!r.ok()) return r.status();
+    if (!r.ok()) return damaged(r.status());
     const uint8_t* d = r->data();
     if (page::GetType(d) != page::PageType::kPointer || page::PpRelation(d) != id_ ||
-        page::PpSequence(d) != pps.size()) {
-      return absl::DataLossError(absl::StrCat("page ", p, " of ", cache_->file()->path(),
-                                              ": expected pointer page ", pps.size(),
-                                              " of relation ", id_));
+        page::PpSequence(d) != pps.size() || page::PpCount(d) > slots_per_pp_) {
+      return damaged(absl::DataLossError(absl::StrCat("page ", p, " of ", cache_->file()->path(),
+                                                      ": expected pointer page ", pps.size(),
+                                                      " of relation ", id_)));
     }
     pps.push_back(p);
     const uint16_t n = page::PpCount(d);
@@ -64,8 +70,10 @@ absl::Status Relation::Load() {
     }
     p = page::PpNext(d);
     if (p != page::kNoPage && n != slots_per_pp_) {
-      return absl::DataLossError(absl::StrCat("pointer page ", pps.back(), " of relation ", id_,
-                                              " is not full but has a successor"));
+      return damaged(absl::DataLossError(
+          absl::StrCat("page ", pps.back(), " of ", cache_->file()->path(), ": pointer page ",
+                       pps.size() - 1, " of relation ", id_,
+                       " is not full but has a successor")));
     }
   }
   std::unique_lock<std::shared_mutex> g(mu_);
@@ -83,6 +91,7 @@ absl::Status Relation::Load() {
 uint32_t Relation::PageSequences() const { return fast_count_.load(std::memory_order_acquire); }
 
 absl::StatusOr<PageNo> Relation::PageOf(uint32_t seq) const {
+  if (!damage_.ok()) return damage_;
   const PageNo p = FastPage(seq);
   if (p == page::kNoPage) {
     return absl::NotFoundError(absl::StrCat("relation ", id_, " has no data page ", seq));
@@ -136,6 +145,7 @@ uint32_t Relation::ExtentPages(size_t pages) const {
 }
 
 absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
+  if (!damage_.ok()) return damage_;  // the chain to link the page into is unknown
   std::lock_guard<std::mutex> a(alloc_mu_);
   uint32_t seq;
   {
@@ -367,7 +377,10 @@ absl::StatusOr<VisibleVersion> Relation::ReadChain(PageNo primary_no, const uint
 
 absl::StatusOr<VisibleVersion> Relation::Read(uint64_t rec, const ReadView& view) {
   absl::StatusOr<PageNo> p = PageOf(page::RecordDpSequence(rec));
-  if (!p.ok()) return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
+  if (!p.ok()) {
+    if (!absl::IsNotFound(p.status())) return p.status();  // damage, not an absent record
+    return absl::NotFoundError(absl::StrCat(Where(id_, rec), " does not exist"));
+  }
   absl::StatusOr<PageRef> r = cache_->Fetch(*p, LatchMode::kShared);
   if (!r.ok()) return r.status();
   absl::StatusOr<VisibleVersion> v = ReadChain(*p, r->data(), page::RecordLine(rec), view);
@@ -469,6 +482,7 @@ absl::Status Relation::ForEachVersionOnPage(uint32_t seq, const PageVersionFn& f
 }
 
 absl::Status Relation::VisitPrimaryLines(uint32_t seq, const PrimaryLineFn& fn) {
+  if (!damage_.ok()) return damage_;
   if (seq >= PageSequences()) return absl::OkStatus();
   const uint64_t e = FastEntry(seq);
   if ((e >> 32) & page::kPpSecondary) return absl::OkStatus();
@@ -525,6 +539,7 @@ absl::Status Relation::VisitPage(uint32_t seq, const ReadView& view, RecordFn fn
 
 absl::StatusOr<std::pair<PageNo, uint16_t>> Relation::StoreBlobRecord(
     uint64_t txn, std::string_view body, std::span<const PageNo> links) {
+  if (!damage_.ok()) return damage_;
   RecordHeader h;
   h.txn = txn;
   h.flags = kRecBlob;
@@ -544,6 +559,8 @@ absl::StatusOr<std::string> Relation::ReadBlobRecord(PageNo p, uint16_t line) {
     return absl::NotFoundError(absl::StrCat("page ", p, " line ", line, " of relation ", id_,
                                             " is not a BLOB (", why, ")"));
   };
+  // A BLOB of a damaged table: what reaches it (the table's rows) is lost, so is it.
+  if (!damage_.ok()) return damage_;
   if (p >= space_->page_count()) return none("the page is past the end of the database");
   absl::StatusOr<PageRef> r = cache_->Fetch(p, LatchMode::kShared);
   if (!r.ok()) return r.status();
@@ -558,6 +575,7 @@ absl::StatusOr<std::string> Relation::ReadBlobRecord(PageNo p, uint16_t line) {
 }
 
 absl::Status Relation::DeleteBlobRecord(PageNo p, uint16_t line, uint64_t mark_txn) {
+  if (!damage_.ok()) return damage_;
   absl::StatusOr<PageRef> r = FetchForChange(p);
   if (!r.ok()) return r.status();
   std::optional<std::string_view> rec = page::DpGet(r->data(), ps_, line);
@@ -596,6 +614,12 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
                              const std::function<void(uint64_t)>& on_record, uint64_t* versions,
                              const BlobVisitor& on_blob,
                              const std::function<absl::Status(std::string_view)>& on_version) {
+  if (!damage_.ok()) {
+    // Nothing of the relation is walked: its pages (the ones before the damage too) are
+    // listed as unreachable, and with this error nothing is freed.
+    errors->push_back(absl::StrCat("relation ", id_, ": ", damage_.message()));
+    return absl::OkStatus();
+  }
   std::vector<PageInfo> infos;
   {
     std::shared_lock<std::shared_mutex> g(mu_);

@@ -135,8 +135,16 @@ class Relation {
                                              uint64_t txn, uint32_t relation_id);
   Relation(cache::BufferCache* cache, cache::PageSpace* space, const txn::TxnManager* tm,
            uint32_t relation_id, page::PageNo first_pp);
-  // Reads the pointer-page chain into memory.
+  // Reads the pointer-page chain into memory. A chain that is damaged (a page failing its
+  // checksum, or one that is not the expected pointer page) is DataLoss naming the page; the
+  // relation then keeps that error as damage() and holds no page lists.
   absl::Status Load();
+  // Load's DataLoss when the chain is damaged, else OK. A damaged relation does not know its
+  // pages, so every call that needs them (reads, writes, BLOB header records, collection,
+  // sweep flags, statistics, Check) returns this error instead of acting on an empty list:
+  // an empty list must never pass for an empty table. Set by Load before the relation is
+  // shared, never changed afterwards.
+  const absl::Status& damage() const { return damage_; }
 
   uint32_t id() const { return id_; }
   page::PageNo first_pp() const { return first_pp_; }
@@ -244,7 +252,8 @@ class Relation {
     return (static_cast<uint8_t>(FastEntry(seq) >> 32) & page::kPpSecondary) != 0;
   }
 
-  // Number of data page sequences (primary and secondary).
+  // Number of data page sequences (primary and secondary); 0 for a damaged relation, so a
+  // caller that walks the pages checks damage() first.
   uint32_t PageSequences() const;
   // The visible records of data page sequence `seq` (none for a secondary page).
   // With `garbage` given, also lists records on the page whose chains hold versions older than
@@ -433,6 +442,7 @@ class Relation {
   const page::PageNo first_pp_;
   const uint32_t ps_;
   const uint32_t slots_per_pp_;
+  absl::Status damage_;  // see damage()
 
   // The data page numbers by sequence again, readable without mu_ (every record access looks
   // one up, and a shared lock per lookup showed in mass updates). Written under mu_ held

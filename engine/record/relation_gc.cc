@@ -423,6 +423,7 @@ absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
 }
 
 absl::Status Relation::NoteSpaceFreed(uint64_t rec, uint64_t mark_txn) {
+  if (!damage_.ok()) return damage_;
   const uint32_t seq = page::RecordDpSequence(rec);
   {
     std::shared_lock<std::shared_mutex> g(mu_);
@@ -435,6 +436,7 @@ absl::Status Relation::NoteSpaceFreed(uint64_t rec, uint64_t mark_txn) {
 }
 
 absl::Status Relation::GetVersionStats(VersionStats* out) {
+  if (!damage_.ok()) return damage_;
   std::vector<PageInfo> pages;
   {
     std::shared_lock<std::shared_mutex> g(mu_);

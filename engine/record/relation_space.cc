@@ -27,6 +27,7 @@ constexpr uint8_t kFullSecondary = page::kPpSecondary | page::kPpFull;
 }  // namespace
 
 absl::StatusOr<uint32_t> Relation::SecondaryForStore(uint64_t txn) {
+  if (!damage_.ok()) return damage_;
   {
     std::shared_lock<std::shared_mutex> g(mu_);
     if (secondary_seq_ >= 0) return static_cast<uint32_t>(secondary_seq_);

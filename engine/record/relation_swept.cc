@@ -82,6 +82,7 @@ bool Relation::SweptLine(const RecordHeader& h, uint64_t horizon_cn) const {
 }
 
 absl::StatusOr<bool> Relation::MarkSwept(uint32_t seq, uint64_t horizon_cn) {
+  if (!damage_.ok()) return damage_;
   const uint64_t e = FastEntry(seq);
   const PageNo pno = static_cast<PageNo>(e);
   const uint8_t known = static_cast<uint8_t>(e >> 32);
@@ -116,6 +117,7 @@ absl::StatusOr<bool> Relation::MarkSwept(uint32_t seq, uint64_t horizon_cn) {
 }
 
 absl::Status Relation::FlagSweptSlots(std::span<const uint32_t> seqs, uint32_t* flagged) {
+  if (!damage_.ok()) return damage_;
   for (size_t i = 0; i < seqs.size();) {
     // The seqs of one pointer page, under one latch of it.
     const uint32_t pp_index = seqs[i] / slots_per_pp_;

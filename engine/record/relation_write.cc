@@ -175,6 +175,7 @@ absl::Status Relation::InsertBatch(uint64_t txn, std::span<const std::string> ra
 absl::StatusOr<uint64_t> Relation::InsertOnto(uint64_t txn, std::string_view raw,
                                               std::span<const PageNo> links, uint32_t stripe,
                                               PageRef* held, uint32_t* held_seq, bool* dirty) {
+  if (!damage_.ok()) return damage_;
   RecordHeader h;
   h.txn = txn;
   std::string stored;

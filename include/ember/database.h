@@ -57,7 +57,10 @@ class Database {
   // Errors: NotFound, AlreadyExists (error_if_exists), Unavailable (in use), InvalidArgument
   // ("not an EmberDB database", a directory, bad options, a cache larger than this machine's
   // memory), ResourceExhausted (the cache's memory cannot be allocated), DataLoss (a bad
-  // header page or catalog), FailedPrecondition (unsupported format version), or the I/O error.
+  // header page, TIP page, last PIP or catalog page), FailedPrecondition (unsupported format
+  // version), or the I/O error. A damaged pointer page of a table does not fail the open: that
+  // table alone is unusable (every call that needs its pages is DataLoss naming the page,
+  // Validate lists it) and the rest of the database works.
   static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path,
                                                         const Options& options);
   virtual ~Database() = default;  // closes if still open (errors are dropped: call Close)
@@ -90,6 +93,11 @@ class Database {
   // left. Writes to it fail with NotFound from the drop on. FailedPrecondition while an
   // active transaction has uncommitted changes in it (commit or roll back first). Handles of
   // a dropped table or index stay valid objects; calls through them fail with NotFound.
+  // A damaged table (a pointer page with no good copy: every use of it is DataLoss naming
+  // the page) can be dropped: this is how the rest of the database is recovered. Its catalog
+  // rows and indexes go; its pages cannot all be found, so none of them is freed (the drop's
+  // freeing reports that as a background error, returned by the next CollectGarbage or
+  // Close); they are unreachable from then on, and Validate(free_unreachable) frees them.
   virtual absl::Status DropTable(std::string_view name) = 0;
   // Drops an index; its pages are freed once no reader that started before can still use it.
   virtual absl::Status DropIndex(std::string_view name) = 0;

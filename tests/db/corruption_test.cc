@@ -5,6 +5,10 @@
 // written fresh) is DataLoss naming the page: Open refuses the file when it needs the page
 // itself, Validate lists it, every read that needs it fails, and every read that does not
 // returns exactly what it returned before the damage. Nothing may crash (run under ASan too).
+// A table's pointer pages are read by Open, but their damage makes only that table unusable:
+// Open succeeds, Validate names the page, every read path of that table (its scan, Gets,
+// lookups and ranges through its indexes, its BLOBs) fails with DataLoss naming it, and every
+// other path returns what it did before.
 //
 // What "needs the page" means is measured, not guessed: the undamaged file is opened once over a
 // file that records the pages read, and each read path runs with an empty cache, so each path
@@ -318,6 +322,7 @@ absl::StatusOr<std::string> ReadBlob(Transaction* tx, BlobId id) {
 
 struct ReadPath {
   std::string name;
+  std::string table;  // the table whose rows (or BLOBs) it reads
   std::function<absl::StatusOr<std::string>(Database*, Transaction*)> run;
   std::string expected;     // its result on the undamaged file
   std::set<uint32_t> pages;  // the pages it read there, from an empty cache
@@ -328,8 +333,12 @@ struct ReadPath {
 std::vector<ReadPath> MakePaths(const Model& m, const Rids& rids,
                                 const std::map<std::string, std::vector<BlobId>>& blobs) {
   std::vector<ReadPath> out;
-  auto add = [&](std::string name, auto fn) { out.push_back({std::move(name), fn, {}, {}}); };
+  std::string table;  // of the paths added next
+  auto add = [&](std::string name, auto fn) {
+    out.push_back({std::move(name), table, fn, {}, {}});
+  };
   for (const std::string t : {"acct", "docs", "wide"}) {
+    table = t;
     add("scan " + t, [t](Database* db, Transaction* tx) -> absl::StatusOr<std::string> {
       absl::StatusOr<Table> tab = db->GetTable(t);
       if (!tab.ok()) return tab.status();
@@ -359,6 +368,7 @@ std::vector<ReadPath> MakePaths(const Model& m, const Rids& rids,
   }
   for (const std::string ix : {"acct_id", "acct_k", "acct_name", "docs_id", "docs_title",
                                "wide_id"}) {
+    table = ix.substr(0, ix.find('_'));
     for (bool desc : {false, true}) {
       add(absl::StrCat("index scan ", ix, desc ? " descending" : ""),
           [ix, desc](Database* db, Transaction* tx) -> absl::StatusOr<std::string> {
@@ -381,6 +391,7 @@ std::vector<ReadPath> MakePaths(const Model& m, const Rids& rids,
   for (const auto& [ix_text, v] : keys) {
     const std::string ix = ix_text.first;
     const Value k = v;
+    table = ix.substr(0, ix.find('_'));
     add(absl::StrCat("range ", ix, " ", ix_text.second),
         [ix, k](Database* db, Transaction* tx) -> absl::StatusOr<std::string> {
           absl::StatusOr<Index> i = db->GetIndex(ix);
@@ -389,6 +400,7 @@ std::vector<ReadPath> MakePaths(const Model& m, const Rids& rids,
         });
   }
   for (const auto& [t, ids] : blobs) {
+    table = t;
     for (const BlobId b : ids) {
       add(absl::StrCat("blob ", t, " ", b.value),
           [b](Database*, Transaction* tx) { return ReadBlob(tx, b); });
@@ -499,6 +511,7 @@ struct Base {
   std::set<uint32_t> open_pages;      // read by Open (beyond the doublewrite recovery)
   std::set<uint32_t> validate_pages;  // read by Validate from an empty cache
   std::vector<ReadPath> paths;
+  std::map<uint32_t, std::string> table_of;  // relation id -> table name
   std::set<uint32_t> live_copies;
   std::map<std::string, std::vector<uint32_t>> by_class;  // the pages a round may pick
 };
@@ -522,6 +535,9 @@ void Measure(const crashtest::ScratchDir& dir, Base* b, const Model& m, const Ri
   Database* api = d.get();
   for (uint32_t p : trace->Take()) {
     if (!InArea(p)) b->open_pages.insert(p);
+  }
+  for (const auto& [t, rows] : m) {
+    b->table_of[internal::TableState::From(VALUE_OR_FAIL(api->GetTable(t)))->id] = t;
   }
   auto tx = VALUE_OR_FAIL(api->Begin());
   std::map<std::string, std::vector<BlobId>> blobs;
@@ -618,6 +634,15 @@ void Round(const crashtest::ScratchDir& dir, const Base& b, Kind kind, std::mt19
   const std::string where = absl::StrCat(b.name, ": page ", p, " (", cls, ") ", what, ": ");
   auto problem = [&](const std::string& s) { problems->push_back(where + s); };
   ++tally->rounds;
+  // A pointer page of a user table: its damage is that table's alone (the undamaged bytes say
+  // whose it is).
+  std::string damaged_table;
+  if (cls == "pointer") {
+    const uint32_t rel = util::Get32(reinterpret_cast<const uint8_t*>(b.bytes.data()) + off + 16);
+    if (auto it = b.table_of.find(rel); it != b.table_of.end()) damaged_table = it->second;
+    if (damaged_table.empty()) problem("a pointer page of no table");
+  }
+  const bool table_damaged = !damaged_table.empty() && !repairable;
 
   const std::string path = dir.File("damaged.edb");
   testing::WriteFileBytes(path, file);
@@ -641,6 +666,10 @@ void Round(const crashtest::ScratchDir& dir, const Base& b, Kind kind, std::mt19
     }
     if (!b.open_pages.contains(p)) {
       problem("Open refused the file for a page it does not need: " + db.status().ToString());
+    }
+    if (table_damaged) {
+      problem("Open refused the file for a damaged pointer page of table " + damaged_table +
+              ": " + db.status().ToString());
     }
     return;
   }
@@ -668,11 +697,14 @@ void Round(const crashtest::ScratchDir& dir, const Base& b, Kind kind, std::mt19
       problem("Validate lists errors and none names the page: " + rep.errors[0]);
     }
     detected |= named;
-    if (b.validate_pages.contains(p) && !named) {
+    if ((b.validate_pages.contains(p) || table_damaged) && !named) {
       problem(rep.errors.empty() ? std::string("Validate lists nothing")
                                  : "Validate does not name the page: " + rep.errors[0]);
     }
-    if (b.open_pages.contains(p)) problem("Open read the page and did not notice the damage");
+    // (A table's damaged pointer page is noticed by Open and kept as that table's error.)
+    if (b.open_pages.contains(p) && !table_damaged) {
+      problem("Open read the page and did not notice the damage");
+    }
   }
   bool any_reader = false;
   for (const ReadPath& rp : b.paths) {
@@ -683,8 +715,10 @@ void Round(const crashtest::ScratchDir& dir, const Base& b, Kind kind, std::mt19
     }
     absl::StatusOr<std::string> got = rp.run(db->get(), tx->get());
     (void)(*tx)->Rollback();
-    const bool needs = rp.pages.contains(p) && !repairable;
-    any_reader |= rp.pages.contains(p);
+    // Every path of a table whose pointer page is damaged needs it (Open read it for them).
+    const bool of_table = table_damaged && rp.table == damaged_table;
+    const bool needs = (rp.pages.contains(p) || of_table) && !repairable;
+    any_reader |= rp.pages.contains(p) || of_table;
     if (needs) {
       if (got.ok()) {
         problem(absl::StrCat(rp.name, ": reads the page and succeeds",
