@@ -182,10 +182,7 @@ absl::StatusOr<BackupResult> DatabaseImpl::Backup(const std::string& path,
   for (uint32_t i = 0; i < tables.size(); ++i) {
     // A table whose pages are unknown (a damaged pointer-page chain) would be backed up empty:
     // the whole backup fails, before anything is written at `path`.
-    if (const absl::Status& d = tables[i]->relation->damage(); !d.ok()) {
-      return absl::Status(d.code(), absl::StrCat("backup of table ", tables[i]->schema.name,
-                                                 ": ", d.message()));
-    }
+    if (absl::Status d = tables[i]->DamageFor("backup"); !d.ok()) return d;
     const uint32_t n = tables[i]->relation->PageSequences();
     for (uint32_t first = 0; first < n; first += kChunkPages) {
       items.push_back({i, first, std::min(n, first + kChunkPages)});

@@ -689,8 +689,7 @@ absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
   absl::Status s;
   {
     std::unique_lock<std::shared_mutex> rows(table->rows_mu);
-    s = table->relation->damage();  // (its pages are unknown: no build, not an empty one)
-    if (s.ok() && table->relation->PageSequences() > 0) s = BuildIndex(ix, t->id, build, &stats);
+    s = BuildIndex(ix, t->id, build, &stats);
     if (s.ok()) {
       absl::StatusOr<uint64_t> r = catalog_->Insert(t->id, IndexCatalogRow(*ix));
       s = r.status();

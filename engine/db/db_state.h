@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
 #include "ember/database.h"
 #include "engine/db/background_errors.h"
 #include "engine/cache/buffer_cache.h"
@@ -72,6 +73,9 @@ struct TableState {
   // Adds the stored BLOBs of this table that raw row `raw` names (BLOB fields and values kept
   // out of line) to `ids`. The error of a row that does not decode (see UndecodableVersion).
   absl::Status AddBlobIds(std::string_view raw, absl::flat_hash_set<uint64_t>* ids) const;
+  // The relation's damage (Relation::damage) as the error of `what` ("sweep", "backup") of
+  // this table, for the calls that do every other table first; OK when undamaged.
+  absl::Status DamageFor(absl::string_view what) const;
 };
 
 // DataLoss for a version of record `rec` of table `t` that does not decode as a row (`cause`):
@@ -311,7 +315,8 @@ class DatabaseImpl : public Database {
   // Frees the pages of `d`; the walk first, then the frees under catalog_mu_ (Validate sees
   // the pages either reachable through pending_drops_ or free).
   absl::Status FreeDropped(const PendingDrop& d);
-  // The bulk build of `ix` over its populated table for DDL transaction `txn` (index_build.cc).
+  // The bulk build of `ix` over its table for DDL transaction `txn` (index_build.cc): nothing
+  // for an empty table, the table's damage (Relation::damage) for a damaged one.
   // REQUIRES: the table's rows lock held exclusively.
   absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn, const IndexBuildOptions& opt,
                           IndexStats* stats);

@@ -242,8 +242,7 @@ absl::Status DatabaseImpl::SetIndexActive(std::string_view name, bool active,
         std::unique_lock<std::shared_mutex> rows(t->rows_mu);
         // Readers do not use the tree before `active` is set; writers wait for the rows lock.
         ix->SetTree(std::make_unique<index::BTree>(cache_.get(), space_.get(), *root));
-        s = t->relation->damage();  // (its pages are unknown: no build, not an empty one)
-        if (s.ok() && t->relation->PageSequences() > 0) s = BuildIndex(ix, txn->id, build, &stats);
+        s = BuildIndex(ix, txn->id, build, &stats);
         const std::string raw = IndexCatalogRow(*ix);
         if (s.ok()) s = WriteCatalogRow(txn->id, ix->catalog_rec, &raw);
         if (s.ok()) s = txns_->Commit(txn->id);

@@ -332,11 +332,8 @@ absl::Status DatabaseImpl::CollectAll() {
   // are, and the call then fails with its DataLoss (as Sweep does), never as if it were empty.
   absl::Status damaged;
   for (TableState* t : tables) {
-    if (const absl::Status& d = t->relation->damage(); !d.ok()) {
-      if (damaged.ok()) {
-        damaged = absl::Status(d.code(), absl::StrCat("garbage collection of table ",
-                                                      t->schema.name, ": ", d.message()));
-      }
+    if (absl::Status d = t->DamageFor("garbage collection"); !d.ok()) {
+      if (damaged.ok()) damaged = std::move(d);
       continue;
     }
     // Lines unlinked but not freed are handed to the background collector to retry.

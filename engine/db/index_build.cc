@@ -84,6 +84,10 @@ bool KeyOverMax(const IndexState& ix, const Row& row, const std::string& key, ui
 
 absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexBuildOptions& opt,
                                       IndexStats* stats) {
+  // A table whose pages are unknown (a damaged pointer-page chain) gets no index, not an
+  // empty one; an empty table needs no build.
+  if (const absl::Status& d = ix->table->relation->damage(); !d.ok()) return d;
+  if (ix->table->relation->PageSequences() == 0) return absl::OkStatus();
   if (build_hook_) build_hook_();
   if (opt.method == IndexBuildOptions::Method::kInsert) {
     const Clock::time_point t0 = Clock::now();

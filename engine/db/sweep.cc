@@ -52,11 +52,8 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
   {
     std::shared_lock<std::shared_mutex> g(catalog_mu_);
     for (const auto& t : tables_) {
-      if (const absl::Status& d = t->relation->damage(); !d.ok()) {
-        if (damaged.ok()) {
-          damaged = absl::Status(d.code(), absl::StrCat("sweep of table ", t->schema.name, ": ",
-                                                        d.message()));
-        }
+      if (absl::Status d = t->DamageFor("sweep"); !d.ok()) {
+        if (damaged.ok()) damaged = std::move(d);
         continue;
       }
       const uint32_t n = t->relation->PageSequences();

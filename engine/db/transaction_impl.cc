@@ -97,6 +97,12 @@ bool ParseIndexEntry(const IndexState& ix, std::string_view entry, std::string_v
   return true;
 }
 
+absl::Status TableState::DamageFor(absl::string_view what) const {
+  const absl::Status& d = relation->damage();
+  if (d.ok()) return d;
+  return absl::Status(d.code(), absl::StrCat(what, " of table ", schema.name, ": ", d.message()));
+}
+
 absl::Status TableState::AddBlobIds(std::string_view raw,
                                     absl::flat_hash_set<uint64_t>* ids) const {
   Row row;

@@ -422,20 +422,27 @@ Options DdlCrashOptions(uint32_t page_size) {
 }
 
 // Replays `steps` steps of the generator seeded `seed` from `m`; `in_flight` gets the model after
-// one more.
+// one more, and `kinds` (if given) counts the kinds of the replayed steps.
 Model Replay(uint64_t seed, Model m, uint64_t first_step, uint64_t steps,
-             std::optional<Model>* in_flight) {
+             std::optional<Model>* in_flight, std::map<Kind, uint64_t>* kinds = nullptr) {
   std::mt19937_64 rng(seed);
   for (uint64_t i = 0; i <= steps; ++i) {
     Model next;
-    (void)NextStep(rng, m, first_step + i, &next);
+    const Kind kind = NextStep(rng, m, first_step + i, &next).kind;
     if (i == steps) {
-      if (in_flight) *in_flight = next;
+      *in_flight = std::move(next);
       break;
     }
+    if (kinds) ++(*kinds)[kind];
     m = std::move(next);
   }
   return m;
+}
+
+// The page size of a test's database: drawn from its seed, or EMBER_CRASH_PAGE_SIZE.
+uint32_t DrawPageSize(std::mt19937_64& rng) {
+  const uint32_t drawn = crashtest::kCrashPageSizes[rng() % std::size(crashtest::kCrashPageSizes)];
+  return static_cast<uint32_t>(crashtest::EnvU64("EMBER_CRASH_PAGE_SIZE", drawn));
 }
 
 // ---------------------------------------------------------------- SIGKILL
@@ -445,8 +452,7 @@ TEST_CASE("ddl crash: SIGKILL at random moments of DDL mixed with writes and col
   const uint64_t seed = crashtest::AnnounceSeed("DDL SIGKILL", 0xDD1C8A5Bull);
   const uint64_t kills = crashtest::EnvU64("EMBER_DDL_CRASH_KILLS", 20);
   std::mt19937_64 rng(seed);
-  const uint32_t page_size = static_cast<uint32_t>(crashtest::EnvU64(
-      "EMBER_CRASH_PAGE_SIZE", crashtest::kCrashPageSizes[rng() % 3]));
+  const uint32_t page_size = DrawPageSize(rng);
   crashtest::ScratchDir dir("ember-ddl-kill");
   REQUIRE(dir.ok());
   const std::string path = dir.File("ddl.edb");
@@ -493,16 +499,7 @@ TEST_CASE("ddl crash: SIGKILL at random moments of DDL mixed with writes and col
       for (uint64_t i; in >> i; ++done) REQUIRE(i == done);  // the log is the steps in order
     }
     std::optional<Model> in_flight;
-    const Model before = Replay(child_seed, model, step_no, done, &in_flight);
-    {  // what the steps were, for the figures
-      std::mt19937_64 r(child_seed);
-      Model m = model;
-      for (uint64_t i = 0; i < done; ++i) {
-        Model next;
-        ++kinds_done[NextStep(r, m, step_no + i, &next).kind];
-        m = std::move(next);
-      }
-    }
+    const Model before = Replay(child_seed, model, step_no, done, &in_flight, &kinds_done);
     bool took_after = false;
     model = CheckReopened(path, DdlCrashOptions(page_size), before, in_flight, &unreachable,
                           &took_after);
@@ -535,8 +532,7 @@ TEST_CASE("ddl crash: power loss at a random write of DDL mixed with writes and 
   const uint64_t seed = crashtest::AnnounceSeed("DDL power loss", 0xDD1C9A5Bull);
   const uint64_t runs = crashtest::EnvU64("EMBER_DDL_CRASH_POWER_RUNS", 20);
   std::mt19937_64 rng(seed);
-  const uint32_t page_size = static_cast<uint32_t>(crashtest::EnvU64(
-      "EMBER_CRASH_PAGE_SIZE", crashtest::kCrashPageSizes[rng() % 3]));
+  const uint32_t page_size = DrawPageSize(rng);
   crashtest::ScratchDir dir("ember-ddl-power");
   REQUIRE(dir.ok());
   // A template with some tables, indexes and rows, so the rounds start from a populated file.

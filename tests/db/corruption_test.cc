@@ -490,16 +490,7 @@ std::set<uint32_t> LiveCopies(const std::string& file) {
   return out;
 }
 
-// "page P" in a message, not followed by another digit.
-bool NamesPage(absl::string_view msg, uint32_t p) {
-  const std::string needle = absl::StrCat("page ", p);
-  for (size_t at = msg.find(needle); at != absl::string_view::npos;
-       at = msg.find(needle, at + 1)) {
-    const size_t end = at + needle.size();
-    if (end == msg.size() || msg[end] < '0' || msg[end] > '9') return true;
-  }
-  return false;
-}
+using testing::NamesPage;
 
 // ---------------------------------------------------------------- one undamaged file, measured
 
@@ -723,7 +714,7 @@ void Round(const crashtest::ScratchDir& dir, const Base& b, Kind kind, std::mt19
       if (got.ok()) {
         problem(absl::StrCat(rp.name, ": reads the page and succeeds",
                              *got == rp.expected ? " (with the old result)" : " with wrong data"));
-      } else if (!absl::IsDataLoss(got.status()) || !NamesPage(got.status().message(), p)) {
+      } else if (!testing::LostAt(got.status(), p)) {
         problem(rp.name + ": not DataLoss naming the page: " + got.status().ToString());
       } else {
         detected = true;
@@ -739,7 +730,7 @@ void Round(const crashtest::ScratchDir& dir, const Base& b, Kind kind, std::mt19
   }
   // Close may hand back what the reclamation after a crash found (a background error).
   if (absl::Status s = (*db)->Close(); !s.ok()) {
-    if (!absl::IsDataLoss(s) || !NamesPage(s.message(), p)) problem("Close: " + s.ToString());
+    if (!testing::LostAt(s, p)) problem("Close: " + s.ToString());
   }
   if (detected) ++tally->detected;
   if (!detected && !was_repaired) {

@@ -26,23 +26,8 @@ constexpr uint32_t kPs = 4096;
 
 using testing::IsError;
 
-// "page P" in a message, not followed by another digit.
-bool NamesPage(absl::string_view msg, uint32_t p) {
-  const std::string needle = absl::StrCat("page ", p);
-  for (size_t at = msg.find(needle); at != absl::string_view::npos;
-       at = msg.find(needle, at + 1)) {
-    const size_t end = at + needle.size();
-    if (end == msg.size() || msg[end] < '0' || msg[end] > '9') return true;
-  }
-  return false;
-}
-
-// DataLoss naming page `p`.
-template <typename S>
-bool LostAt(const S& s, uint32_t p) {
-  const absl::Status st = testing::StatusOf(s);
-  return absl::IsDataLoss(st) && NamesPage(st.message(), p);
-}
+using testing::LostAt;
+using testing::NamesPage;
 
 Options Opts() {
   Options o = testing::CreateOptions(kPs, 256);

@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ember/ember.h"
 #include "tests/io/temp_dir.h"
 
@@ -59,6 +60,24 @@ namespace ember::testing {
 // Whether `s` has code `code` and its message contains `part`.
 inline bool IsError(const absl::Status& s, absl::StatusCode code, std::string_view part = {}) {
   return s.code() == code && std::string(s.message()).find(part) != std::string::npos;
+}
+
+// Whether `msg` says "page P", not followed by another digit (damage reports name the page).
+inline bool NamesPage(absl::string_view msg, uint32_t p) {
+  const std::string needle = "page " + std::to_string(p);
+  for (size_t at = msg.find(needle); at != absl::string_view::npos;
+       at = msg.find(needle, at + 1)) {
+    const size_t end = at + needle.size();
+    if (end == msg.size() || msg[end] < '0' || msg[end] > '9') return true;
+  }
+  return false;
+}
+
+// DataLoss naming page `p` (a Status or the status of a StatusOr).
+template <typename S>
+bool LostAt(const S& s, uint32_t p) {
+  const absl::Status st = StatusOf(s);
+  return absl::IsDataLoss(st) && NamesPage(st.message(), p);
 }
 
 inline std::string ValueText(const Value& v) {

@@ -13,6 +13,7 @@
 #include "engine/page/page.h"
 #include "engine/util/coding.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/template_db.h"
 
 using namespace ember;
 
@@ -27,51 +28,8 @@ Options FuzzOptions() {
 }
 
 const std::string& Template() {
-  static const std::string bytes = [] {
-    const std::string path = fuzz::ScratchDir() + "/template.edb";
-    Options o = FuzzOptions();
-    o.create_if_missing = true;
-    std::unique_ptr<Database> db = fuzz::Must(Database::Open(path, o), "create");
-    Table t = fuzz::Must(db->CreateTable({"t",
-                                          {{"id", ColumnType::kInt64, false},
-                                           {"s", ColumnType::kString},
-                                           {"blob", ColumnType::kBlob, true, 3}}}),
-                         "CreateTable");
-    fuzz::Must(db->CreateIndex({"t_id", "t", {"id"}, true}), "CreateIndex");
-    fuzz::Must(db->CreateIndex({"t_s", "t", {"s"}, false}), "CreateIndex");
-    std::vector<RecordId> ids;
-    {
-      std::unique_ptr<Transaction> tx = fuzz::Must(db->Begin(), "Begin");
-      for (int64_t i = 0; i < 150; ++i) {
-        BlobId b{};
-        if (i % 10 == 0) {  // inline, one page, several pages (compressed frames)
-          std::unique_ptr<BlobWriter> w = fuzz::Must(tx->CreateBlob(t, "blob"), "CreateBlob");
-          fuzz::MustOk(
-              w->Write(std::string(static_cast<size_t>(i * 400), static_cast<char>('a' + i % 26))),
-              "BLOB write");
-          b = w->id();
-        }
-        Row row{i, "name " + std::to_string(i * 7919 % 1000), b};
-        if (i % 10 != 0) row[2] = std::monostate{};
-        ids.push_back(fuzz::Must(tx->Insert(t, row), "Insert"));
-      }
-      fuzz::MustOk(tx->Commit(), "Commit");
-    }
-    {  // back versions (some as deltas) and delete stubs, kept by an open snapshot
-      std::unique_ptr<Transaction> keep = fuzz::Must(db->Begin(), "Begin");
-      std::unique_ptr<Transaction> tx = fuzz::Must(db->Begin(), "Begin");
-      for (size_t i = 0; i < ids.size(); i += 3) {
-        fuzz::MustOk(tx->Update(t, ids[i], Row{int64_t(i), "renamed " + std::to_string(i),
-                                               std::monostate{}}),
-                     "Update");
-      }
-      for (size_t i = 1; i < ids.size(); i += 11) fuzz::MustOk(tx->Delete(t, ids[i]), "Delete");
-      fuzz::MustOk(tx->Commit(), "Commit");
-      fuzz::MustOk(keep->Commit(), "Commit");
-    }
-    fuzz::MustOk(db->Close(), "Close");
-    return fuzz::ReadFile(path);
-  }();
+  static const std::string bytes =
+      fuzz::MakeTemplateDb(fuzz::ScratchDir() + "/template.edb", FuzzOptions(), {150, 10, 400});
   return bytes;
 }
 

@@ -29,6 +29,7 @@
 #include "engine/record/record_format.h"
 #include "engine/util/coding.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/template_db.h"
 
 using namespace ember;
 
@@ -49,50 +50,10 @@ struct TemplatePage {
 // primary and secondary data), from a small database made once.
 const std::vector<std::vector<TemplatePage>>& Templates() {
   static const std::vector<std::vector<TemplatePage>> pages = [] {
-    const std::string path = fuzz::ScratchDir() + "/page-template.edb";
     Options o = fuzz::SmallDbOptions(32);
     o.gc_policy = GcPolicy::kCooperative;
-    o.create_if_missing = true;
-    std::unique_ptr<Database> db = fuzz::Must(Database::Open(path, o), "create");
-    Table t = fuzz::Must(db->CreateTable({"t",
-                                          {{"id", ColumnType::kInt64, false},
-                                           {"s", ColumnType::kString},
-                                           {"blob", ColumnType::kBlob, true, 3}}}),
-                         "CreateTable");
-    fuzz::Must(db->CreateIndex({"t_id", "t", {"id"}, true}), "CreateIndex");
-    fuzz::Must(db->CreateIndex({"t_s", "t", {"s"}, false}), "CreateIndex");
-    std::vector<RecordId> ids;
-    {
-      std::unique_ptr<Transaction> tx = fuzz::Must(db->Begin(), "Begin");
-      for (int64_t i = 0; i < 400; ++i) {
-        BlobId b{};
-        if (i % 40 == 0) {
-          std::unique_ptr<BlobWriter> w = fuzz::Must(tx->CreateBlob(t, "blob"), "CreateBlob");
-          std::string bytes(static_cast<size_t>(i * 150), '\0');
-          for (size_t j = 0; j < bytes.size(); ++j) bytes[j] = static_cast<char>(j * 7919 >> 5);
-          fuzz::MustOk(w->Write(bytes), "BLOB write");
-          b = w->id();
-        }
-        Row row{i, "name " + std::to_string(i * 7919 % 1000) + std::string(i % 7 * 10, 'x'), b};
-        if (i % 40 != 0) row[2] = std::monostate{};
-        ids.push_back(fuzz::Must(tx->Insert(t, row), "Insert"));
-      }
-      fuzz::MustOk(tx->Commit(), "Commit");
-    }
-    {  // back versions, deltas and delete stubs, kept by an open snapshot
-      std::unique_ptr<Transaction> keep = fuzz::Must(db->Begin(), "Begin");
-      std::unique_ptr<Transaction> tx = fuzz::Must(db->Begin(), "Begin");
-      for (size_t i = 0; i < ids.size(); i += 3) {
-        fuzz::MustOk(tx->Update(t, ids[i], Row{int64_t(i), "renamed " + std::to_string(i),
-                                               std::monostate{}}),
-                     "Update");
-      }
-      for (size_t i = 1; i < ids.size(); i += 11) fuzz::MustOk(tx->Delete(t, ids[i]), "Delete");
-      fuzz::MustOk(tx->Commit(), "Commit");
-      fuzz::MustOk(keep->Commit(), "Commit");
-    }
-    fuzz::MustOk(db->Close(), "Close");
-    const std::string file = fuzz::ReadFile(path);
+    const std::string file =
+        fuzz::MakeTemplateDb(fuzz::ScratchDir() + "/page-template.edb", o, {400, 40, 150});
     std::vector<std::vector<TemplatePage>> out(kTypes);
     for (size_t p = 0; (p + 1) * kPs <= file.size(); ++p) {
       const uint8_t type = static_cast<uint8_t>(file[p * kPs]);
