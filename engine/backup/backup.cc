@@ -92,6 +92,11 @@ class ChunkWriter {
     }
     absl::StatusOr<uint64_t> len = blobs_->Length(id);
     if (!len.ok()) return len.status();
+    if (*len == 0 && type == ColumnType::kBlob) {
+      // A BLOB record of no bytes (earlier builds stored those) is the empty BLOB.
+      backup::AppendBlobBytes(&body_, {});
+      return absl::OkStatus();
+    }
     if (type == ColumnType::kBlob) {
       totals_->blobs.fetch_add(1, std::memory_order_relaxed);
       totals_->blob_bytes.fetch_add(*len, std::memory_order_relaxed);

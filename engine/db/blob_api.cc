@@ -111,6 +111,19 @@ absl::Status TransactionImpl::MaterializeBlobs(internal::TableState* t, uint64_t
         }
       }
       if (current->contains(b->value)) continue;  // kept from the version it replaces
+    }
+    // A BLOB of no bytes is the empty BLOB: stored as id 0, with no record or page of its own
+    // (the backup format, the restore and the API's BlobId{} all know only that one).
+    absl::StatusOr<uint64_t> len = Blobs()->Length(b->value);
+    if (!len.ok()) return len.status();
+    if (*len == 0 && !db_->TEST_store_empty_blobs) {
+      if (blob::IsTemp(b->value)) {
+        if (absl::Status s = Blobs()->Release(b->value); !s.ok()) return s;
+      }
+      b->value = 0;
+      continue;
+    }
+    if (!blob::IsTemp(b->value)) {
       absl::StatusOr<uint64_t> copy = Blobs()->Copy(b->value);
       if (!copy.ok()) return copy.status();
       temp = *copy;

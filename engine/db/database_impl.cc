@@ -652,6 +652,15 @@ absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
 
 absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
                                                 const IndexBuildOptions& build) {
+  return DefineIndex(schema, build, /*active=*/true);
+}
+
+absl::StatusOr<Index> DatabaseImpl::CreateInactiveIndex(const IndexSchema& schema) {
+  return DefineIndex(schema, IndexBuildOptions{}, /*active=*/false);
+}
+
+absl::StatusOr<Index> DatabaseImpl::DefineIndex(const IndexSchema& schema,
+                                                const IndexBuildOptions& build, bool active) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   if (build.workers < 0 || build.fill_percent < 10 || build.fill_percent > 100) {
     return absl::InvalidArgumentError(
@@ -670,9 +679,10 @@ absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
     }
     const uint32_t id = next_relation_id_;
     absl::StatusOr<page::PageNo> root =
-        s.ok() ? index::BTree::Create(cache_.get(), space_.get(), t->id, 0,
-                                      static_cast<uint16_t>(id))
-               : absl::StatusOr<page::PageNo>(s);
+        !s.ok()   ? absl::StatusOr<page::PageNo>(s)
+        : !active ? absl::StatusOr<page::PageNo>(0)  // no tree: AddIndexState makes it inactive
+                  : index::BTree::Create(cache_.get(), space_.get(), t->id, 0,
+                                         static_cast<uint16_t>(id));
     absl::StatusOr<IndexState*> added = root.ok() ? AddIndexState(id, schema, *root, 0)
                                                   : absl::StatusOr<IndexState*>(root.status());
     if (!added.ok()) {
@@ -682,20 +692,29 @@ absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
     ix = *added;
     ix->ready.store(false);  // GetIndex does not find it until it is built
   }
-  // Built under the table's rows lock: writers of the table wait (each change of its rows
-  // updates its indexes, and the new one is not there yet); readers and other tables do not.
   TableState* table = ix->table;
   IndexStats stats;
+  // The catalog row, committed: the index exists from then on.
+  auto record = [&]() -> absl::Status {
+    absl::StatusOr<uint64_t> r = catalog_->Insert(t->id, IndexCatalogRow(*ix));
+    if (!r.ok()) return r.status();
+    ix->catalog_rec = *r;
+    return txns_->Commit(t->id);
+  };
   absl::Status s;
-  {
+  if (!active) {
+    // Writers of the table do not maintain an inactive index: no rows lock, no build.
+    s = record();
+    if (s.ok()) {
+      ix->ready.store(true);
+      return ix->handle();
+    }
+  } else {
+    // Built under the table's rows lock: writers of the table wait (each change of its rows
+    // updates its indexes, and the new one is not there yet); readers and other tables do not.
     std::unique_lock<std::shared_mutex> rows(table->rows_mu);
     s = BuildIndex(ix, t->id, build, &stats);
-    if (s.ok()) {
-      absl::StatusOr<uint64_t> r = catalog_->Insert(t->id, IndexCatalogRow(*ix));
-      s = r.status();
-      if (r.ok()) ix->catalog_rec = *r;
-    }
-    if (s.ok()) s = txns_->Commit(t->id);
+    if (s.ok()) s = record();
     if (s.ok()) {
       table->indexes.push_back(ix);
       {
@@ -709,7 +728,7 @@ absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
   // (The rows lock is let go first: writers take the catalog lock before it.) Nothing on disk
   // links to the root (the catalog row, if written, is the dead transaction's).
   (void)txns_->MarkDead(t->id);
-  (void)space_->Free(ix->btree()->root(), t->id);
+  if (active) (void)space_->Free(ix->btree()->root(), t->id);
   std::unique_lock<std::shared_mutex> g(catalog_mu_);
   index_by_name_.erase(schema.name);
   auto it = std::find_if(indexes_.begin(), indexes_.end(),

@@ -118,6 +118,10 @@ struct IndexState {
 // Encodes the key columns of `row` (order-preserving; NULL sorts first). Returns whether any key
 // column is NULL (such keys are exempt from uniqueness, as in SQL).
 bool EncodeIndexKey(const IndexState& ix, const Row& row, std::string* key);
+// Key `key` of `ix` (its encoded key columns, as EncodeIndexKey makes them) as the values it
+// holds, for messages: "(name, id)=('alice', 42)"; strings quoted and escaped, bytes in hex,
+// both cut at 64 bytes (then "...' (N bytes)").
+std::string KeyText(const IndexState& ix, std::string_view key);
 // The prefix of a key given as values for the first key columns (for lookups and ranges).
 absl::Status EncodeKeyPrefix(const IndexState& ix, const Row& values, std::string* key);
 // Full B-tree entry key: the encoded columns, then the record number as a byte count (1-8) and
@@ -168,6 +172,9 @@ class DatabaseImpl : public Database {
   absl::StatusOr<Table> CreateTable(const TableSchema& schema) override;
   absl::StatusOr<Index> CreateIndex(const IndexSchema& schema,
                                     const IndexBuildOptions& build = {}) override;
+  // The index's definition only, inactive (no tree; SetIndexActive builds it): what a restore
+  // makes of an index that was inactive, or that it was told not to build.
+  absl::StatusOr<Index> CreateInactiveIndex(const IndexSchema& schema);
   absl::StatusOr<Table> GetTable(std::string_view name) override;
   absl::StatusOr<Index> GetIndex(std::string_view name) override;
   std::vector<std::string> TableNames() override;
@@ -213,6 +220,9 @@ class DatabaseImpl : public Database {
   void SimulateCrash();
   // Tests: called by every index build once it holds the table (to run things beside it).
   void SetIndexBuildHookForTest(std::function<void()> hook) { build_hook_ = std::move(hook); }
+  // Stores a BLOB of no bytes as a BLOB record, as builds before the empty BLOB was id 0 did:
+  // tests make the databases those builds left (set before any transaction stores a BLOB).
+  bool TEST_store_empty_blobs = false;
 
   cache::BufferCache* cache() { return cache_.get(); }
   cache::PageSpace* space() { return space_.get(); }
@@ -351,6 +361,9 @@ class DatabaseImpl : public Database {
   std::unique_ptr<worker::WorkerPool> workers_;
   // Undo logs of ended transactions with the memory they grew (see TakeUndoLog).
   std::function<void()> build_hook_;  // SetIndexBuildHookForTest
+  // CreateIndex (`active`: built) and CreateInactiveIndex.
+  absl::StatusOr<Index> DefineIndex(const IndexSchema& schema, const IndexBuildOptions& build,
+                                    bool active);
   std::mutex undo_pool_mu_;
   std::vector<std::unique_ptr<txn::UndoLog>> undo_pool_;  // guarded by undo_pool_mu_
 

@@ -18,7 +18,6 @@
 #include <chrono>
 #include <mutex>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "engine/db/db_state.h"
 #include "engine/index/btree_build.h"
@@ -42,6 +41,9 @@ double Since(Clock::time_point t) {
 // no key column is NULL (the key a unique index must not see twice), and from bit 1 on the
 // length of the key part (the entry without its record number), which the merge needs.
 constexpr uint64_t kUniqueKey = 1;
+// The least sort memory a build's worker gets (Options::sort_memory_limit's minimum, too):
+// less would spill runs of a few hundred entries each.
+constexpr uint64_t kMinSortShare = uint64_t{64} << 10;
 constexpr int kKeyLenShift = 1;
 
 // What the merge of one key range saw, for the checks across ranges.
@@ -102,16 +104,21 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
   const uint32_t nseq = rel->PageSequences();
   const uint32_t max_key = max_key_size();
   worker::WorkerPool* pool = workers();
-  const int w = pool->WorkersFor(opt.workers > 0 ? opt.workers : options_.parallel_workers);
+  // sort_memory_limit holds for the workers together: each sorts in an equal share of it, of
+  // at least kMinSortShare, so a limit too small for every worker to have one is sorted by
+  // fewer workers (limit / kMinSortShare of them, at least one: the limit is never below it).
+  const int w = std::min(
+      pool->WorkersFor(opt.workers > 0 ? opt.workers : options_.parallel_workers),
+      static_cast<int>(std::clamp<uint64_t>(options_.sort_memory_limit / kMinSortShare, 1,
+                                            uint64_t{1} << 20)));
   stats->workers = w;
+  const uint64_t share = options_.sort_memory_limit / static_cast<uint64_t>(w);
 
   // --- scan
   Clock::time_point t0 = Clock::now();
   std::vector<std::unique_ptr<sort::RunBuilder>> sorters;
   for (int i = 0; i < w; ++i) {
-    sorters.push_back(std::make_unique<sort::RunBuilder>(
-        temp_.get(), std::max<uint64_t>(options_.sort_memory_limit / static_cast<uint64_t>(w),
-                                        uint64_t{64} << 10)));
+    sorters.push_back(std::make_unique<sort::RunBuilder>(temp_.get(), share));
   }
   constexpr uint32_t kChunk = internal::kReadAhead;  // page sequences per work item
   const size_t chunks = (nseq + kChunk - 1) / kChunk;
@@ -223,7 +230,7 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
         } else if (ix->schema.unique && key == sum.last_unique) {
           return absl::AlreadyExistsError(
               absl::StrCat("unique index ", ix->schema.name, ": table ", t->schema.name,
-                           " has duplicate key ", absl::CHexEscape(absl::string_view(key.data(), key.size()))));
+                           " has duplicate key ", internal::KeyText(*ix, key)));
         }
         sum.last_unique.assign(key);
       }
@@ -245,7 +252,7 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
     if (ix->schema.unique && have_unique && sum.has_unique && sum.first_unique == prev_unique) {
       s = absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name, ": table ",
                                                 t->schema.name, " has duplicate key ",
-                                                absl::CHexEscape(absl::string_view(prev_unique.data(), prev_unique.size()))));
+                                                internal::KeyText(*ix, prev_unique)));
     }
     if (sum.has_unique) {
       prev_unique = sum.last_unique;
@@ -287,6 +294,7 @@ absl::Status DatabaseImpl::BuildIndexByInserts(IndexState* ix, uint64_t txn, Ind
   const uint32_t n = rel->PageSequences();
   std::vector<uint64_t> recs;
   absl::flat_hash_map<std::string, uint64_t> unique_keys;  // newest live key -> record
+  std::string dup_key;
   bool dup = false;
   const uint32_t max_key = max_key_size();
   absl::Status too_long;
@@ -314,7 +322,10 @@ absl::Status DatabaseImpl::BuildIndexByInserts(IndexState* ix, uint64_t txn, Ind
             return false;
           }
           if (ix->schema.unique && live && !newest_seen && !has_null) {
-            if (!unique_keys.emplace(key, rec).second) dup = true;
+            if (!unique_keys.emplace(key, rec).second) {
+              dup = true;
+              dup_key = key;
+            }
           }
           keys.push_back(std::move(key));
         }
@@ -327,7 +338,8 @@ absl::Status DatabaseImpl::BuildIndexByInserts(IndexState* ix, uint64_t txn, Ind
       if (dup) {
         return absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name,
                                                      ": table ", ix->table->schema.name,
-                                                     " has duplicate keys"));
+                                                     " has duplicate key ",
+                                                     internal::KeyText(*ix, dup_key)));
       }
       for (const std::string& key : keys) {
         absl::Status is = ix->btree()->Insert(internal::IndexEntry(key, rec), 0, txn);

@@ -2,8 +2,10 @@
 #include "engine/db/transaction_impl.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "engine/db/cursors.h"
 #include "engine/index/btree.h"
@@ -24,6 +26,86 @@ void AppendKeyValue(const Value& v, std::string* key) {
   else if (auto* b = std::get_if<BlobId>(&v)) util::AppendKeyInt64(key, static_cast<int64_t>(b->value));
 }
 }  // namespace
+
+namespace {
+// Longest part of a string or bytes value a key's text shows.
+constexpr size_t kKeyTextBytes = 64;
+
+// The first `n` bytes of `s`, not cutting a UTF-8 sequence (a string column's usual content).
+std::string_view CutUtf8(std::string_view s, size_t n) {
+  if (s.size() <= n) return s;
+  size_t end = n;
+  // Back over continuation bytes (10xxxxxx) to the start of the cut sequence.
+  for (size_t k = 0; k < 3 && end > 0 && (static_cast<uint8_t>(s[end]) & 0xC0) == 0x80; ++k) {
+    --end;
+  }
+  return s.substr(0, end);
+}
+
+void AppendValueText(ColumnType type, std::string_view* in, std::string* out) {
+  util::KeyColumnType kt;
+  if (!util::PeekKeyColumnType(*in, &kt)) {
+    *out += "?";
+    in->remove_prefix(in->size());
+    return;
+  }
+  bool ok = true;
+  switch (kt) {
+    case util::KeyColumnType::kNull:
+      ok = util::DecodeKeyNull(in);
+      *out += "NULL";
+      break;
+    case util::KeyColumnType::kInt64: {
+      int64_t v = 0;
+      ok = util::DecodeKeyInt64(in, &v);
+      absl::StrAppend(out, v);
+      break;
+    }
+    case util::KeyColumnType::kDouble: {
+      double v = 0;
+      ok = util::DecodeKeyDouble(in, &v);
+      char buf[32];
+      const std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), v);  // shortest
+      out->append(buf, r.ptr);
+      break;
+    }
+    case util::KeyColumnType::kString: {
+      std::string v;
+      ok = util::DecodeKeyString(in, &v);
+      if (type == ColumnType::kBytes) {
+        const std::string_view shown = std::string_view(v).substr(0, kKeyTextBytes);
+        absl::StrAppend(out, "x'", absl::BytesToHexString(absl::string_view(shown.data(), shown.size())), "'");
+      } else {
+        const std::string_view shown = CutUtf8(v, kKeyTextBytes);
+        absl::StrAppend(out, "'", absl::Utf8SafeCEscape(absl::string_view(shown.data(), shown.size())),
+                        "'");
+      }
+      if (v.size() > kKeyTextBytes) {
+        // Only a part is shown: say so, and how long the value is.
+        out->insert(out->size() - 1, "...");
+        absl::StrAppend(out, " (", v.size(), " bytes)");
+      }
+      break;
+    }
+  }
+  if (!ok) *out += "?";
+}
+}  // namespace
+
+std::string KeyText(const IndexState& ix, std::string_view key) {
+  std::string names = "(", values = "(";
+  const auto& cols = ix.table->schema.columns;
+  for (size_t i = 0; i < ix.key_columns.size(); ++i) {
+    if (i > 0) {
+      names += ", ";
+      values += ", ";
+    }
+    const Column& col = cols[ix.key_columns[i]];
+    names += col.name;
+    AppendValueText(col.type, &key, &values);
+  }
+  return absl::StrCat(names, ")=", values, ")");
+}
 
 bool EncodeIndexKey(const IndexState& ix, const Row& row, std::string* key) {
   key->clear();
@@ -347,8 +429,8 @@ absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, 
         if (!s.ok() && !absl::IsNotFound(s)) return s;
         if (dup) {
           return absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name,
-                                                       ": duplicate key in table ",
-                                                       ix->table->schema.name));
+                                                       ": duplicate key ", internal::KeyText(*ix, key),
+                                                       " in table ", ix->table->schema.name));
         }
         if (wait_for) break;
       }

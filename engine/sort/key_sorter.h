@@ -9,7 +9,7 @@
 // (the arena's entries plus the records: what a run holds) stays within its limit; when an
 // entry would pass it, the builder sorts what it has and writes it to temp space as a run, so
 // the RAM-disk/disk switch of the temp space applies to sorts. An index build gives each of
-// its W workers sort_memory_limit / W. Not counted: a spilled run's samples (one key every
+// its W workers sort_memory_limit / W (W at most the limit / 64 KB). Not counted: a spilled run's samples (one key every
 // 64-256 entries), a spill's write buffer (up to 1 MB, while it writes) and the merge's read
 // buffers (see Merger).
 //

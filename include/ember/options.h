@@ -47,7 +47,8 @@ struct Options {
   // --- savepoints
   bool no_savepoint = false;                  // every transaction without an undo log
   // SortMemoryLimit: memory an index build's sort holds (its workers together) before it
-  // writes sorted runs to temp space (at least 64 KB).
+  // writes sorted runs to temp space (at least 64 KB). Each worker sorts in an equal share of
+  // at least 64 KB: below 64 KB per worker, the build runs on fewer workers.
   uint64_t sort_memory_limit = 64ull << 20;
   uint64_t undo_memory_limit = 64ull << 20;   // UndoMemoryLimit: before-images in memory per
                                               // transaction before they spill to temp space

@@ -111,7 +111,8 @@ struct IndexStats {
   double scan_seconds = 0, sort_seconds = 0, merge_seconds = 0, finish_seconds = 0;
   uint64_t sort_runs = 0;          // sorted runs (one per worker, more when the memory filled)
   uint64_t spill_bytes = 0;        // bytes of runs written to temp space
-  uint64_t sort_peak_memory = 0;   // bytes the sort held at most (within sort_memory_limit)
+  uint64_t sort_peak_memory = 0;   // bytes the sort held at most, all workers together
+                                   // (within sort_memory_limit)
 };
 
 // A transaction's undo log (Transaction::undo_stats). The database hands an ended

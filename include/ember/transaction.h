@@ -115,6 +115,8 @@ class Transaction {
                                                             bool descending = false) = 0;
 
   // --- BLOBs. BlobId{} (0) is the empty BLOB. Temporary BLOBs belong to this transaction.
+  // A BLOB of no bytes is the empty BLOB: a row given one (a writer never written to, an empty
+  // Concat) stores BlobId{} and reads it back so; nothing is stored for it.
   // A new temporary BLOB written segment by segment (blob_temp_space 2 keeps it in temp space,
   // 0 and 1 in database pages).
   virtual absl::StatusOr<std::unique_ptr<BlobWriter>> CreateBlob() = 0;

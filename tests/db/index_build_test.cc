@@ -106,8 +106,11 @@ struct Fixture {
 TEST_CASE("index build: the bulk build makes exactly the entries of the build by inserts",
           "[db][index_build]") {
   const int workers = GENERATE(1, 2, 4);
-  // 64 KB of sort memory makes every worker spill several runs; 64 MB none.
-  const uint64_t sort_memory = GENERATE(uint64_t{64} << 10, uint64_t{64} << 20);
+  // 64 KB of sort memory a worker (the least share a worker gets) makes every worker spill
+  // several runs; 64 MB none.
+  const bool small = GENERATE(true, false);
+  const uint64_t sort_memory =
+      small ? static_cast<uint64_t>(workers) * (64 << 10) : uint64_t{64} << 20;
   INFO(workers << " workers, sort memory " << sort_memory);
   Fixture f(3000, sort_memory, 11);
   struct Shape {
@@ -130,6 +133,7 @@ TEST_CASE("index build: the bulk build makes exactly the entries of the build by
     IndexStats st = VALUE_OR_FAIL(f.db->GetIndexStats(x));
     CHECK(st.built);
     CHECK(st.workers == workers);
+    CHECK(st.sort_peak_memory <= sort_memory);
     CHECK(st.entries == bulk_entries.size());
     CHECK(st.distinct_keys > 0);
     CHECK(st.distinct_keys <= st.entries);

@@ -471,7 +471,85 @@ TEST_CASE("tools: ember-bak backs up and restores, and says what is wrong", "[to
   CHECK(Has(busy.err, "Database::Backup"));
   REQUIRE_OK(db->Close());
 }
+
+// A key that fits 8 KB pages and not 4 KB ones: restored at 4 KB, the index cannot be built.
+TEST_CASE("tools: ember-bak -c leaves an index it cannot build inactive, and -i and -strict",
+          "[tools][fork]") {
+  TempDb tmp;
+  {
+    auto db = OpenOrFail(tmp.path(), testing::CreateOptions(8192));
+    Table t = MakePeople(db.get(), 100);
+    VALUE_OR_FAIL(db->CreateIndex({"people_name", "people", {"name"}, false}));
+    auto tx = VALUE_OR_FAIL(db->Begin());
+    VALUE_OR_FAIL(tx->Insert(t, {int64_t{1000}, std::string(1000, 'n')}));
+    REQUIRE_OK(tx->Commit());
+    REQUIRE_OK(db->Close());
+  }
+  const std::string bak = tmp.File("people.ebk");
+  REQUIRE(Run(tmp, kBak, {"-b", "-noprogress", tmp.path(), bak}).code == 0);
+  ToolRun w = Run(tmp, kBak, {"-c", "-page_size", "4096", "-noprogress", bak, tmp.File("w.edb")});
+  CHECK(w.code == 1);
+  CHECK(Has(w.out, "rows: 101"));
+  CHECK(Has(w.out, "Indexes built: 1 of 2"));
+  CHECK(Has(w.err, "warning: index people_name restored inactive"));
+  CHECK(Has(w.err, "longer than the maximum"));
+  CHECK(io::FileExists(tmp.File("w.edb")));
+  ToolRun s = Run(tmp, kBak, {"-c", "-page_size", "4096", "-strict", "-noprogress", bak,
+                              tmp.File("s.edb")});
+  CHECK(s.code == 1);
+  CHECK(Has(s.err, "people_name"));
+  CHECK(Has(s.err, "ember-bak -c -i"));
+  CHECK_FALSE(io::FileExists(tmp.File("s.edb")));
+  ToolRun i = Run(tmp, kBak, {"-c", "-page_size", "4096", "-i", "-noprogress", bak,
+                              tmp.File("i.edb")});
+  CHECK(i.code == 0);
+  CHECK(Has(i.out, "Indexes built: 0 of 2"));
+  CHECK(i.err.empty());
+  {
+    Options o = testing::CreateOptions(4096);
+    o.create_if_missing = false;
+    auto db = OpenOrFail(tmp.File("i.edb"), o);
+    CHECK(testing::IsError(db->SetIndexActive("people_name", true), absl::StatusCode::kInvalidArgument,
+                  "people_name"));
+    REQUIRE_OK(db->SetIndexActive("people_pk", true));
+    testing::RequireValid(db.get(), "restored with -i");
+    REQUIRE_OK(db->Close());
+  }
+  CHECK(Run(tmp, kBak, {"-c", "-i", "-strict", bak, tmp.File("x.edb")}).code == 2);
+  CHECK(Run(tmp, kBak, {"-b", "-i", tmp.path(), tmp.File("x.ebk")}).code == 2);
+}
 #endif  // EMBER_BAK_PATH
+
+// Builds before the empty BLOB was id 0 stored a BLOB of no bytes as a record: ember-stat
+// counts those apart.
+TEST_CASE("tools: ember-stat counts zero-length BLOB records an earlier build stored",
+          "[tools][fork]") {
+  TempDb tmp;
+  {
+    auto db = OpenOrFail(tmp.path(), Small());
+    Table t = VALUE_OR_FAIL(db->CreateTable(
+        {"docs", {{"id", ColumnType::kInt64, false}, {"body", ColumnType::kBlob}}}));
+    auto* impl = static_cast<db::DatabaseImpl*>(db.get());
+    auto tx = VALUE_OR_FAIL(db->Begin());
+    impl->TEST_store_empty_blobs = true;
+    for (int64_t i = 0; i < 3; ++i) {
+      auto w = VALUE_OR_FAIL(tx->CreateBlob());
+      VALUE_OR_FAIL(tx->Insert(t, {i, w->id()}));
+    }
+    impl->TEST_store_empty_blobs = false;
+    auto w = VALUE_OR_FAIL(tx->CreateBlob());
+    REQUIRE_OK(w->Write("body"));
+    VALUE_OR_FAIL(tx->Insert(t, {int64_t{3}, w->id()}));
+    auto empty = VALUE_OR_FAIL(tx->CreateBlob());  // stored as the empty BLOB: no record
+    VALUE_OR_FAIL(tx->Insert(t, {int64_t{4}, empty->id()}));
+    REQUIRE_OK(tx->Commit());
+    REQUIRE_OK(db->Close());
+  }
+  ToolRun a = Run(tmp, kStat, {"-d", "-noprogress", tmp.path()});
+  REQUIRE(a.code == 0);
+  CHECK(Has(a.out, "BLOBs: 4,"));
+  CHECK(Has(a.out, "BLOBs of zero bytes: 3"));
+}
 
 }  // namespace
 }  // namespace ember

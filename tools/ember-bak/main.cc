@@ -22,13 +22,15 @@ ABSL_FLAG(int, par, 1, "workers");
 ABSL_FLAG(int, zstd, 1, "zstd level of the backup (1..19)");
 ABSL_FLAG(uint32_t, page_size, 8192, "page size of the restored database");
 ABSL_FLAG(bool, rep, false, "replace an existing database");
+ABSL_FLAG(bool, i, false, "restore every index inactive");
+ABSL_FLAG(bool, strict, false, "fail the restore when an active index cannot be built");
 ABSL_FLAG(bool, progress, true, "progress on stderr");
 
 namespace ember::tools {
 namespace {
 
 constexpr std::string_view kUsage = R"(Usage: ember-bak -b [-par N] [-zstd L] DATABASE BACKUP
-       ember-bak -c [-par N] [-page_size N] [-rep] BACKUP DATABASE
+       ember-bak -c [-par N] [-page_size N] [-rep] [-i | -strict] BACKUP DATABASE
 
 Backup and restore of an EmberDB database, like Firebird's gbak.
 
@@ -40,18 +42,25 @@ Backup and restore of an EmberDB database, like Firebird's gbak.
                  writers go on
   -c             restore BACKUP into a new database DATABASE: loads the rows, then builds the
                  indexes with the parallel bulk build. The database is built as
-                 DATABASE.restoring and renamed only once complete and on disk
+                 DATABASE.restoring and renamed only once complete and on disk. An index
+                 inactive in the backup is restored inactive, not built; an active one that
+                 cannot be built (duplicate keys of a unique index, a key longer than the
+                 new page size allows) is restored inactive with a warning (exit code 1)
   -par N         workers, both directions (1..64, default 1)
   -zstd L        with -b: zstd level 1..19 (default 1; higher is smaller and slower)
   -page_size N   with -c: the new database's page size (4096..32768, default 8192)
   -rep           with -c: replace DATABASE if it exists (else refused)
+  -i             with -c: restore every index inactive (gbak -i): the rows come back even
+                 when an index cannot be built; activate them later (SetIndexActive)
+  -strict        with -c: an active index that cannot be built fails the restore instead
   -noprogress    no progress display on stderr
   --help         this text
 
 Exit codes:
   0  done
   1  -c: the backup file is damaged or truncated (the message names the frame and offset);
-     nothing was restored
+     nothing was restored. Or an index cannot be built from the rows: restored with the
+     index left inactive (each such index named on stderr), or with -strict nothing restored
   2  usage error (unknown flag, bad value, not exactly one of -b / -c, wrong arguments)
   3  the database or the backup file cannot be opened, read or written, or DATABASE exists
      for -c without -rep
@@ -59,7 +68,7 @@ Exit codes:
 )";
 
 const ToolSpec kSpec{"ember-bak", kUsage,
-                     {"b", "c", "par", "zstd", "page_size", "rep", "progress"}};
+                     {"b", "c", "par", "zstd", "page_size", "rep", "i", "strict", "progress"}};
 
 int Fail(const std::string& what, const absl::Status& s) {
   if (absl::IsUnavailable(s) && absl::StrContains(s.message(), "in use")) {
@@ -118,16 +127,23 @@ int RestoreCmd(const std::string& bak, const std::string& db_path, int par, Prog
   RestoreOptions ro;
   ro.workers = par;
   ro.replace = absl::GetFlag(FLAGS_rep);
+  ro.deactivate_indexes = absl::GetFlag(FLAGS_i);
+  ro.strict = absl::GetFlag(FLAGS_strict);
   Progress progress("ember-bak: restore", 0, "bytes", po);
   ro.progress = Report(&progress);
   absl::StatusOr<RestoreResult> r = Restore(bak, db_path, o, ro);
   progress.Finish();
   if (!r.ok()) {
-    if (absl::IsAlreadyExists(r.status())) {
+    if (absl::IsAlreadyExists(r.status()) && absl::StartsWith(r.status().message(), "restore:")) {
       std::fprintf(stderr, "ember-bak: %s exists: give -rep to replace it\n", db_path.c_str());
       return kExitIo;
     }
-    return Fail(absl::StrCat("restore of ", bak), r.status());
+    const int code = Fail(absl::StrCat("restore of ", bak), r.status());
+    // -strict: an index the rows cannot build (its message says which and why).
+    if (ro.strict && (absl::IsAlreadyExists(r.status()) || absl::IsInvalidArgument(r.status()))) {
+      return kExitProblems;
+    }
+    return code;
   }
   std::printf("Restore of %s into %s: %.2f s on %d worker(s) (load %.2f s, indexes %.2f s)\n",
               bak.c_str(), db_path.c_str(), r->seconds, r->workers, r->load_seconds,
@@ -135,6 +151,19 @@ int RestoreCmd(const std::string& bak, const std::string& db_path, int par, Prog
   std::printf("    Tables: %" PRIu64 ", indexes: %" PRIu64 ", rows: %" PRIu64 ", BLOBs: %" PRIu64
               " (%" PRIu64 " bytes), page size %u\n",
               r->tables, r->indexes, r->rows, r->blobs, r->blob_bytes, o.page_size);
+  if (r->indexes_built != r->indexes) {
+    std::printf("    Indexes built: %" PRIu64 " of %" PRIu64 " (the others restored inactive)\n",
+                r->indexes_built, r->indexes);
+  }
+  for (const std::string& w : r->warnings) {
+    std::fprintf(stderr, "ember-bak: warning: %s\n", w.c_str());
+  }
+  if (!r->warnings.empty()) {
+    std::fprintf(stderr,
+                 "ember-bak: every row is restored; fix the data, then activate the indexes "
+                 "named above\n");
+    return kExitProblems;
+  }
   return kExitOk;
 }
 
@@ -144,8 +173,12 @@ int Main(int argc, char** argv) {
   if (b == c) UsageError(kSpec, "give exactly one of -b (backup) and -c (restore)");
   const int par = absl::GetFlag(FLAGS_par);
   if (par < 1 || par > 64) UsageError(kSpec, "-par takes 1..64 workers");
-  if (b && (FlagGiven("page_size") || FlagGiven("rep"))) {
-    UsageError(kSpec, "-page_size and -rep go with -c");
+  if (b && (FlagGiven("page_size") || FlagGiven("rep") || FlagGiven("i") ||
+            FlagGiven("strict"))) {
+    UsageError(kSpec, "-page_size, -rep, -i and -strict go with -c");
+  }
+  if (absl::GetFlag(FLAGS_i) && absl::GetFlag(FLAGS_strict)) {
+    UsageError(kSpec, "-i and -strict exclude each other");
   }
   if (c && FlagGiven("zstd")) UsageError(kSpec, "-zstd goes with -b");
   const int zstd = absl::GetFlag(FLAGS_zstd);

@@ -324,6 +324,7 @@ void Analyzer::CountBlob(TableInfo* t, PageNo p, std::string_view rec) {
     return;
   }
   ++t->blobs;
+  if (b->length == 0) ++t->empty_blobs;
   if (b->level == 1) t->blob_pages += b->pages.size();
   if (b->level != 2) return;
   for (PageNo list : b->pages) {

@@ -70,6 +70,7 @@ struct TableInfo {
   uint64_t garbage = 0;                 // estimate, see the file comment
   uint64_t fragments = 0;
   uint64_t blobs = 0, blob_pages = 0;   // stored BLOBs and their pages (data and list pages)
+  uint64_t empty_blobs = 0;  // of `blobs`, those of no bytes (builds before 2026-12 stored them)
   std::vector<std::string> problems;
 };
 

@@ -118,6 +118,12 @@ void PrintTable(const TableInfo& t, bool data) {
                 t.delete_stubs, t.uncommitted, t.dead_versions, t.garbage);
     std::printf("    Fragments: %" PRIu64 ", BLOBs: %" PRIu64 ", BLOB pages: %" PRIu64 "\n",
                 t.fragments, t.blobs, t.blob_pages);
+    if (t.empty_blobs > 0) {
+      // Earlier builds stored a BLOB of no bytes as a record; it reads as the empty BLOB.
+      std::printf("    BLOBs of zero bytes: %" PRIu64 " (read, backed up and restored as the "
+                  "empty BLOB)\n",
+                  t.empty_blobs);
+    }
     PrintProblems(t.problems, "    ");
   }
 }
