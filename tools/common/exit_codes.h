@@ -1,6 +1,6 @@
 // Exit codes of every EmberDB tool (ember-stat, ember-fix, ember-bak), the same for all so that
 // a script can test them without knowing which tool ran. Listed by each tool's --help and in
-// README.md ("Tools").
+// docs/tools.md.
 #pragma once
 
 #include "absl/status/status.h"
