@@ -12,22 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "engine/backup/backup_format.h"
 #include "engine/blob/txn_blobs.h"
-#include "engine/db/db_state.h"
-#include "engine/db/transaction_impl.h"
+#include "engine/db/backup_source.h"
 #include "engine/record/record_format.h"
 
 namespace ember::db {
 namespace {
 
 using internal::TableState;
-
-// Data pages per work item: as the sweep's, a read-ahead extent.
-constexpr uint32_t kChunkPages = 32;
-
-struct Item {
-  uint32_t table = 0;  // position in the backup's table list
-  uint32_t first = 0, end = 0;
-};
 
 struct Totals {
   std::atomic<uint64_t> blobs{0}, blob_bytes{0}, raw_bytes{0}, pages{0};
@@ -145,163 +136,154 @@ class ChunkWriter {
   bool names_pieces_ = false;
 };
 
+// What the workers share while they write the chunks of one backup.
+struct Job {
+  BackupSource* db;
+  const BackupSource::Snapshot* snap;
+  const BackupOptions* options;
+  backup::FrameFile* out;
+  std::vector<worker::Chunk> chunks;  // Chunk::part: position in snap->tables
+  uint64_t total_pages = 0;
+  Totals totals;
+  std::atomic<uint64_t> blob_numbers{0}, pages_done{0};
+};
+
+// One worker's: its BLOB reader and encoder, and the rows it wrote per table.
+struct WorkerState {
+  std::unique_ptr<blob::TxnBlobs> blobs;
+  std::unique_ptr<ChunkWriter> writer;
+  std::vector<uint64_t> table_rows;
+};
+
+// Writes the visible rows of one chunk of data pages as frames.
+absl::Status WriteChunk(Job& job, const worker::Chunk& it, const worker::TaskContext& ctx,
+                        WorkerState& ws) {
+  const BackupSource::Snapshot& snap = *job.snap;
+  if (!ws.writer) {
+    ws.blobs = job.db->SnapshotBlobs(snap.txn->id());
+    ws.writer = std::make_unique<ChunkWriter>(job.out, job.options->zstd_level, ws.blobs.get(),
+                                              &job.blob_numbers, &job.totals);
+    ws.table_rows.assign(snap.tables.size(), 0);
+  }
+  if (absl::Status s = job.db->CheckOpen(); !s.ok()) return s;
+  TableState* t = snap.tables[it.part];
+  const size_t ncols = t->schema.columns.size();
+  std::vector<ember::Row> rows;
+  std::shared_lock<std::shared_mutex> g = job.db->LockCatalogShared();
+  t->relation->PrefetchPages(it.first, it.end - it.first);
+  for (uint32_t seq = it.first; seq < it.end; ++seq) {
+    if (ctx.cancelled()) return absl::CancelledError("backup cancelled");
+    size_t nrows = 0;
+    // Rows are decoded with the page latched; their BLOBs are read once it is released.
+    absl::Status s = t->relation->VisitPage(seq, snap.view, [&](uint64_t rec, std::string_view raw) {
+      if (nrows == rows.size()) rows.emplace_back();
+      if (absl::Status d = record::DecodeRow(raw, ncols, &rows[nrows]); !d.ok()) {
+        return absl::DataLossError(
+            absl::StrCat("table ", t->schema.name, " record ", rec, ": ", d.message()));
+      }
+      ++nrows;
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+    for (size_t r = 0; r < nrows; ++r) {
+      if (absl::Status e = ws.writer->Row(it.part, *t, rows[r]); !e.ok()) return e;
+    }
+    ws.table_rows[it.part] += nrows;
+  }
+  if (absl::Status s = ws.writer->Flush(it.part); !s.ok()) return s;
+  const uint32_t pages = it.end - it.first;
+  job.totals.pages.fetch_add(pages, std::memory_order_relaxed);
+  const uint64_t done = job.pages_done.fetch_add(pages) + pages;
+  if (ctx.worker == 0 && job.options->progress) job.options->progress(done, job.total_pages);
+  return absl::OkStatus();
+}
+
+absl::Status WriteFrame(backup::FrameFile* out, backup::FrameType type, std::string_view raw,
+                        int level) {
+  absl::StatusOr<backup::EncodedFrame> f = backup::EncodeFrame(type, 0, raw, level);
+  if (!f.ok()) return f.status();
+  return out->Write(std::move(*f));
+}
+
 }  // namespace
 
-absl::StatusOr<BackupResult> DatabaseImpl::Backup(const std::string& path,
-                                                  const BackupOptions& options) {
-  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+absl::StatusOr<BackupResult> WriteBackup(BackupSource* db, const std::string& path,
+                                         const BackupOptions& options) {
+  if (absl::Status s = db->CheckOpen(); !s.ok()) return s;
   if (options.zstd_level < 1 || options.zstd_level > 19) {
     return absl::InvalidArgumentError(
         absl::StrCat("backup zstd_level ", options.zstd_level, " is not in 1..19"));
   }
   const auto start = std::chrono::steady_clock::now();
-  // The snapshot and the definitions it goes with: no DDL between them.
-  std::unique_ptr<Transaction> txn;
+  absl::StatusOr<BackupSource::Snapshot> snap = db->BeginSnapshot();
+  if (!snap.ok()) return snap.status();
   backup::Catalog catalog;
-  std::vector<TableState*> tables;
-  {
-    std::lock_guard<std::mutex> ddl(ddl_mu_);
-    TransactionOptions to;
-    to.read_only = true;
-    absl::StatusOr<std::unique_ptr<Transaction>> t = Begin(to);
-    if (!t.ok()) return t.status();
-    txn = std::move(*t);
-    std::shared_lock<std::shared_mutex> g(catalog_mu_);
-    for (const auto& t : tables_) {
-      if (t->drop_txn.load(std::memory_order_acquire) != 0) continue;
-      tables.push_back(t.get());
-      catalog.tables.push_back(t->schema);
-    }
-    for (const auto& ix : indexes_) {
-      if (ix->drop_txn.load(std::memory_order_acquire) != 0 ||
-          !ix->ready.load(std::memory_order_acquire)) {
-        continue;
-      }
-      catalog.indexes.push_back({ix->schema, ix->active.load(std::memory_order_acquire)});
-    }
-  }
-  auto* ti = static_cast<TransactionImpl*>(txn.get());
-  const record::ReadView view = ti->View();
-
-  std::vector<Item> items;
-  for (uint32_t i = 0; i < tables.size(); ++i) {
+  std::vector<uint32_t> sizes;
+  for (const TableState* t : snap->tables) {
     // A table whose pages are unknown (a damaged pointer-page chain) would be backed up empty:
     // the whole backup fails, before anything is written at `path`.
-    if (absl::Status d = tables[i]->DamageFor("backup"); !d.ok()) return d;
-    const uint32_t n = tables[i]->relation->PageSequences();
-    for (uint32_t first = 0; first < n; first += kChunkPages) {
-      items.push_back({i, first, std::min(n, first + kChunkPages)});
-    }
+    if (absl::Status d = t->DamageFor("backup"); !d.ok()) return d;
+    catalog.tables.push_back(t->schema);
+    sizes.push_back(t->relation->PageSequences());
   }
-  uint64_t total_pages = 0;
-  for (const Item& it : items) total_pages += it.end - it.first;
+  for (auto& [schema, active] : snap->indexes) catalog.indexes.push_back({schema, active});
 
   backup::FileHeader fh;
-  fh.snapshot = txn->id();
-  fh.source_page_size = cache_->page_size();
+  fh.snapshot = snap->txn->id();
+  fh.source_page_size = db->page_size();
   absl::StatusOr<std::unique_ptr<backup::FrameFile>> file = backup::FrameFile::Create(path, fh);
   if (!file.ok()) return file.status();
-  backup::FrameFile* out = file->get();
+  Job job{db, &*snap, &options, file->get(), worker::CutChunks(sizes, internal::kReadAhead)};
+  for (uint32_t n : sizes) job.total_pages += n;
   auto fail = [&](const absl::Status& s) {
-    out->Discard();
+    job.out->Discard();
     return s;
   };
-
-  Totals totals;
-  {
-    const std::string raw = backup::EncodeCatalog(catalog);
-    totals.raw_bytes += raw.size();
-    absl::StatusOr<backup::EncodedFrame> f =
-        backup::EncodeFrame(backup::FrameType::kCatalog, 0, raw, options.zstd_level);
-    if (!f.ok()) return fail(f.status());
-    if (absl::Status s = out->Write(std::move(*f)); !s.ok()) return fail(s);
+  const std::string raw_catalog = backup::EncodeCatalog(catalog);
+  job.totals.raw_bytes += raw_catalog.size();
+  if (absl::Status s = WriteFrame(job.out, backup::FrameType::kCatalog, raw_catalog,
+                                  options.zstd_level);
+      !s.ok()) {
+    return fail(s);
   }
 
-  const int workers =
-      workers_->WorkersFor(options.workers > 0 ? options.workers : options_.parallel_workers);
-  std::vector<std::unique_ptr<blob::TxnBlobs>> blobs(static_cast<size_t>(workers));
-  std::vector<std::unique_ptr<ChunkWriter>> writers(static_cast<size_t>(workers));
-  std::vector<uint64_t> table_rows(tables.size());
-  std::mutex table_rows_mu;
-  std::atomic<uint64_t> blob_numbers{0}, pages_done{0};
-  DatabaseImpl* db = this;
-  absl::Status run = workers_->Run(workers, items.size(), [&](size_t i, const worker::TaskContext& ctx) {
-    const size_t w = static_cast<size_t>(ctx.worker);
-    if (!writers[w]) {
-      blobs[w] = std::make_unique<blob::TxnBlobs>(
-          cache_.get(), space_.get(), temp_.get(), options_.blob_temp_space, txn->id(),
-          [db](uint32_t rel) { return db->RelationById(rel); }, &next_temp_blob_);
-      writers[w] = std::make_unique<ChunkWriter>(out, options.zstd_level, blobs[w].get(),
-                                                 &blob_numbers, &totals);
-    }
-    if (absl::Status s = CheckOpen(); !s.ok()) return s;
-    const Item& it = items[i];
-    TableState* t = tables[it.table];
-    ChunkWriter& cw = *writers[w];
-    const size_t ncols = t->schema.columns.size();
-    std::vector<ember::Row> rows;
-    size_t nrows = 0;
-    uint64_t chunk_rows = 0;
-    std::shared_lock<std::shared_mutex> g(catalog_mu_);
-    t->relation->PrefetchPages(it.first, it.end - it.first);
-    for (uint32_t seq = it.first; seq < it.end; ++seq) {
-      if (ctx.cancelled()) return absl::CancelledError("backup cancelled");
-      nrows = 0;
-      // Rows are decoded with the page latched; their BLOBs are read once it is released.
-      absl::Status s = t->relation->VisitPage(seq, view, [&](uint64_t rec, std::string_view raw) {
-        if (nrows == rows.size()) rows.emplace_back();
-        if (absl::Status d = record::DecodeRow(raw, ncols, &rows[nrows]); !d.ok()) {
-          return absl::DataLossError(
-              absl::StrCat("table ", t->schema.name, " record ", rec, ": ", d.message()));
-        }
-        ++nrows;
-        return absl::OkStatus();
+  const int workers = db->WorkersFor(options.workers);
+  std::vector<WorkerState> states;
+  absl::Status run = worker::RunWithLocals(
+      db->workers(), workers, job.chunks.size(), &states,
+      [&](size_t i, const worker::TaskContext& ctx, WorkerState& ws) {
+        return WriteChunk(job, job.chunks[i], ctx, ws);
       });
-      if (!s.ok()) return s;
-      for (size_t r = 0; r < nrows; ++r) {
-        if (absl::Status e = cw.Row(it.table, *t, rows[r]); !e.ok()) return e;
-      }
-      chunk_rows += nrows;
-    }
-    if (absl::Status s = cw.Flush(it.table); !s.ok()) return s;
-    totals.pages.fetch_add(it.end - it.first, std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> l(table_rows_mu);
-      table_rows[it.table] += chunk_rows;
-    }
-    const uint64_t done = pages_done.fetch_add(it.end - it.first) + (it.end - it.first);
-    if (ctx.worker == 0 && options.progress) options.progress(done, total_pages);
-    return absl::OkStatus();
-  });
   if (!run.ok()) return fail(run);
 
   backup::EndTotals end;
-  end.frames = out->frames();
-  end.rows = table_rows;
-  end.blobs = totals.blobs.load();
-  end.blob_bytes = totals.blob_bytes.load();
-  {
-    absl::StatusOr<backup::EncodedFrame> f =
-        backup::EncodeFrame(backup::FrameType::kEnd, 0, backup::EncodeEnd(end), 0);
-    if (!f.ok()) return fail(f.status());
-    if (absl::Status s = out->Write(std::move(*f)); !s.ok()) return fail(s);
+  end.frames = job.out->frames();
+  end.rows.assign(snap->tables.size(), 0);
+  for (const WorkerState& ws : states) {
+    for (size_t t = 0; t < ws.table_rows.size(); ++t) end.rows[t] += ws.table_rows[t];
   }
-  absl::StatusOr<uint64_t> bytes = out->Finish();
+  end.blobs = job.totals.blobs.load();
+  end.blob_bytes = job.totals.blob_bytes.load();
+  if (absl::Status s = WriteFrame(job.out, backup::FrameType::kEnd, backup::EncodeEnd(end), 0);
+      !s.ok()) {
+    return fail(s);
+  }
+  absl::StatusOr<uint64_t> bytes = job.out->Finish();
   if (!bytes.ok()) return fail(bytes.status());
-  if (options.progress) options.progress(total_pages, total_pages);
+  if (options.progress) options.progress(job.total_pages, job.total_pages);
 
   BackupResult r;
-  r.snapshot = txn->id();
-  r.tables = tables.size();
+  r.snapshot = snap->txn->id();
+  r.tables = snap->tables.size();
   r.indexes = catalog.indexes.size();
-  for (uint64_t n : table_rows) r.rows += n;
-  r.blobs = totals.blobs.load();
-  r.blob_bytes = totals.blob_bytes.load();
-  r.raw_bytes = totals.raw_bytes.load();
+  for (uint64_t n : end.rows) r.rows += n;
+  r.blobs = end.blobs;
+  r.blob_bytes = end.blob_bytes;
+  r.raw_bytes = job.totals.raw_bytes.load();
   r.bytes = *bytes;
-  r.pages = totals.pages.load();
+  r.pages = job.totals.pages.load();
   r.workers = workers;
-  if (absl::Status s = txn->Commit(); !s.ok()) return s;
+  if (absl::Status s = snap->txn->Commit(); !s.ok()) return s;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

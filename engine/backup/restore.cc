@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "ember/database.h"
 #include "engine/backup/backup_format.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/db/transaction_impl.h"
 #include "engine/io/file.h"
 #include "engine/util/coding.h"
@@ -268,55 +268,30 @@ absl::Status SyncPath(const std::string& path, bool directory) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RestoreResult> RestoreInto(backup::FrameReader* reader, const std::string& tmp,
-                                          const Options& options, const RestoreOptions& ro,
-                                          int workers) {
-  RestoreResult result;
-  result.workers = workers;
-  const auto start = Clock::now();
-  Options o = options;
-  o.create_if_missing = true;
-  o.error_if_exists = true;
-  // The file is synced once at the end (Close), before it gets its name.
-  o.forced_writes = false;
-  o.max_parallel_workers = std::max(o.max_parallel_workers, workers);
-  absl::StatusOr<std::unique_ptr<Database>> opened = Database::Open(tmp, o);
-  if (!opened.ok()) return opened.status();
-  std::unique_ptr<Database> db = std::move(*opened);
-
-  // The catalog comes first.
+// The catalog frame, which comes first, decoded.
+absl::StatusOr<backup::Catalog> ReadCatalog(backup::FrameReader* reader) {
   backup::FrameHeader h;
-  Job job;
-  std::string raw;
-  absl::StatusOr<bool> more = reader->Next(&h, &job.stored);
+  std::string stored, raw;
+  absl::StatusOr<bool> more = reader->Next(&h, &stored);
   if (!more.ok()) return more.status();
   if (!*more || h.type != backup::FrameType::kCatalog) {
     return absl::DataLossError(absl::StrCat(reader->Where(), ": the catalog frame is missing"));
   }
-  if (absl::Status s = backup::DecodePayload(h, job.stored, &raw, reader->Where()); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = backup::DecodePayload(h, stored, &raw, reader->Where()); !s.ok()) return s;
   absl::StatusOr<backup::Catalog> catalog = backup::DecodeCatalog(raw);
   if (!catalog.ok()) {
     return absl::DataLossError(absl::StrCat(reader->Where(), ": ", catalog.status().message()));
   }
-  std::vector<Table> tables;
-  for (const TableSchema& ts : catalog->tables) {
-    absl::StatusOr<Table> t = db->CreateTable(ts);
-    if (!t.ok()) return t.status();
-    tables.push_back(*t);
-  }
-  result.tables = tables.size();
-  Loader loader(&*catalog, tables);
+  return catalog;
+}
 
-  TransactionOptions to;
-  to.no_savepoint = true;  // a failed restore throws the whole file away
-  std::vector<std::unique_ptr<Transaction>> txns;
-  for (int i = 0; i < workers; ++i) {
-    absl::StatusOr<std::unique_ptr<Transaction>> t = db->Begin(to);
-    if (!t.ok()) return t.status();
-    txns.push_back(std::move(*t));
-  }
+// Reads every frame after the catalog and loads its rows in `txns` (one per worker: txns[0] is
+// the calling thread's, which also assembles BLOB pieces), up to and including the end frame,
+// whose totals must match what was read.
+absl::Status LoadFrames(backup::FrameReader* reader, Loader* loader,
+                        const std::vector<std::unique_ptr<Transaction>>& txns,
+                        const RestoreOptions& ro) {
+  const int workers = static_cast<int>(txns.size());
   JobQueue queue(static_cast<size_t>(workers) * 2);
   std::mutex err_mu;
   absl::Status first_error;
@@ -334,19 +309,27 @@ absl::StatusOr<RestoreResult> RestoreInto(backup::FrameReader* reader, const std
       std::vector<Row> rows;
       while (queue.Pop(&j)) {
         if (failed.load()) continue;
-        absl::Status s = loader.LoadRows(txns[static_cast<size_t>(i)].get(), j, nullptr, &r, &rows);
+        absl::Status s = loader->LoadRows(txns[static_cast<size_t>(i)].get(), j, nullptr, &r, &rows);
         if (!s.ok()) note(s);
       }
     });
   }
+  auto join = [&] {
+    queue.Close();
+    for (std::thread& t : threads) t.join();
+    threads.clear();
+  };
   absl::Status s;
   absl::flat_hash_map<uint64_t, BlobId> pieces;
   std::vector<Row> rows;
+  std::string raw;
+  Job job;
+  backup::FrameHeader h;
   bool ended = false;
-  uint64_t frames = 1;
+  uint64_t frames = 1;  // the catalog's
   for (;;) {
     if (failed.load()) break;
-    more = reader->Next(&h, &job.stored);
+    absl::StatusOr<bool> more = reader->Next(&h, &job.stored);
     if (!more.ok()) {
       s = more.status();
       break;
@@ -362,20 +345,18 @@ absl::StatusOr<RestoreResult> RestoreInto(backup::FrameReader* reader, const std
     if (h.type == backup::FrameType::kRows) {
       ++frames;
       if ((h.flags & backup::kFrameNamesPieces) != 0 || workers == 1 || !queue.TryPush(&job)) {
-        s = loader.LoadRows(txns[0].get(), job, &pieces, &raw, &rows);
+        s = loader->LoadRows(txns[0].get(), job, &pieces, &raw, &rows);
       }
     } else if (h.type == backup::FrameType::kBlobPiece) {
       ++frames;
-      s = loader.LoadPiece(txns[0].get(), job, &raw, &pieces);
+      s = loader->LoadPiece(txns[0].get(), job, &raw, &pieces);
     } else if (h.type == backup::FrameType::kEnd) {
-      queue.Close();
-      for (std::thread& t : threads) t.join();
-      threads.clear();
+      join();
       if (failed.load()) break;
       s = backup::DecodePayload(h, job.stored, &raw, job.where);
       absl::StatusOr<backup::EndTotals> e =
           s.ok() ? backup::DecodeEnd(raw) : absl::StatusOr<backup::EndTotals>(s);
-      s = e.ok() ? loader.CheckEnd(*e, frames, job.where)
+      s = e.ok() ? loader->CheckEnd(*e, frames, job.where)
                  : absl::DataLossError(absl::StrCat(job.where, ": ", e.status().message()));
       ended = true;
     } else {
@@ -383,38 +364,32 @@ absl::StatusOr<RestoreResult> RestoreInto(backup::FrameReader* reader, const std
     }
     if (!s.ok()) break;
   }
-  queue.Close();
-  for (std::thread& t : threads) t.join();
+  join();
   if (s.ok() && !first_error.ok()) s = first_error;
   if (s.ok() && !ended) {
     s = absl::DataLossError(absl::StrCat("backup file is truncated: it ends at offset ",
                                          reader->offset(), " without its end frame"));
   }
-  if (!s.ok()) return s;
-  for (auto& t : txns) {
-    if (absl::Status c = t->Commit(); !c.ok()) return c;
-  }
-  txns.clear();
-  result.rows = loader.rows();
-  result.blobs = loader.blobs();
-  result.blob_bytes = loader.blob_bytes();
-  result.bytes_read = reader->offset();
-  const auto loaded = Clock::now();
-  result.load_seconds = std::chrono::duration<double>(loaded - start).count();
+  return s;
+}
 
+// Defines every index of the catalog: the active ones built on `workers`, the inactive ones
+// (all of them with deactivate_indexes) without a tree. An active index the rows cannot build
+// is left inactive with a warning, or fails the restore with `strict`.
+absl::Status RestoreIndexes(db::DatabaseImpl* db, const backup::Catalog& catalog, int workers,
+                            const RestoreOptions& ro, RestoreResult* result) {
   IndexBuildOptions build;
   build.workers = workers;
-  auto* impl = static_cast<db::DatabaseImpl*>(db.get());
-  for (const backup::CatalogIndex& ix : catalog->indexes) {
+  for (const backup::CatalogIndex& ix : catalog.indexes) {
     if (!ix.active || ro.deactivate_indexes) {
-      if (absl::StatusOr<Index> d = impl->CreateInactiveIndex(ix.schema); !d.ok()) {
+      if (absl::StatusOr<Index> d = db->CreateInactiveIndex(ix.schema); !d.ok()) {
         return d.status();
       }
       continue;
     }
     absl::StatusOr<Index> made = db->CreateIndex(ix.schema, build);
     if (made.ok()) {
-      ++result.indexes_built;
+      ++result->indexes_built;
       continue;
     }
     // What the rows make impossible: duplicate keys of a unique index, a key too long for
@@ -427,13 +402,68 @@ absl::StatusOr<RestoreResult> RestoreInto(backup::FrameReader* reader, const std
                                        "ember-bak -c -i, to get the rows back with every index "
                                        "inactive)"));
     }
-    if (absl::StatusOr<Index> d = impl->CreateInactiveIndex(ix.schema); !d.ok()) {
+    if (absl::StatusOr<Index> d = db->CreateInactiveIndex(ix.schema); !d.ok()) {
       return d.status();
     }
-    result.warnings.push_back(
+    result->warnings.push_back(
         absl::StrCat("index ", ix.schema.name, " restored inactive: ", why.message()));
   }
-  result.indexes = catalog->indexes.size();
+  result->indexes = catalog.indexes.size();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RestoreResult> RestoreInto(backup::FrameReader* reader, const std::string& tmp,
+                                          const Options& options, const RestoreOptions& ro,
+                                          int workers) {
+  RestoreResult result;
+  result.workers = workers;
+  const auto start = Clock::now();
+  Options o = options;
+  o.create_if_missing = true;
+  o.error_if_exists = true;
+  // The file is synced once at the end (Close), before it gets its name.
+  o.forced_writes = false;
+  o.max_parallel_workers = std::max(o.max_parallel_workers, workers);
+  absl::StatusOr<std::unique_ptr<Database>> opened = Database::Open(tmp, o);
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<Database> db = std::move(*opened);
+
+  absl::StatusOr<backup::Catalog> catalog = ReadCatalog(reader);
+  if (!catalog.ok()) return catalog.status();
+  std::vector<Table> tables;
+  for (const TableSchema& ts : catalog->tables) {
+    absl::StatusOr<Table> t = db->CreateTable(ts);
+    if (!t.ok()) return t.status();
+    tables.push_back(*t);
+  }
+  result.tables = tables.size();
+  Loader loader(&*catalog, tables);
+
+  TransactionOptions to;
+  to.no_savepoint = true;  // a failed restore throws the whole file away
+  std::vector<std::unique_ptr<Transaction>> txns;
+  for (int i = 0; i < workers; ++i) {
+    absl::StatusOr<std::unique_ptr<Transaction>> t = db->Begin(to);
+    if (!t.ok()) return t.status();
+    txns.push_back(std::move(*t));
+  }
+  if (absl::Status s = LoadFrames(reader, &loader, txns, ro); !s.ok()) return s;
+  for (auto& t : txns) {
+    if (absl::Status c = t->Commit(); !c.ok()) return c;
+  }
+  txns.clear();
+  result.rows = loader.rows();
+  result.blobs = loader.blobs();
+  result.blob_bytes = loader.blob_bytes();
+  result.bytes_read = reader->offset();
+  const auto loaded = Clock::now();
+  result.load_seconds = std::chrono::duration<double>(loaded - start).count();
+
+  if (absl::Status s = RestoreIndexes(static_cast<db::DatabaseImpl*>(db.get()), *catalog,
+                                      workers, ro, &result);
+      !s.ok()) {
+    return s;
+  }
   result.index_seconds = std::chrono::duration<double>(Clock::now() - loaded).count();
   if (absl::Status c = db->Close(); !c.ok()) return c;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();

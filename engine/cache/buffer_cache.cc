@@ -1,58 +1,28 @@
-// Buffer cache implementation (see buffer_cache.h for the invariants and the lock order).
+// The buffer cache (buffer_cache.h for the invariants and the lock order): the page table, pins
+// and latches, fetch, eviction and prefetch, and Create. The careful-write engine that writes
+// pages is careful_write.cc.
 #include "engine/cache/buffer_cache.h"
 
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "engine/cache/cache_internal.h"
 #include "engine/util/large_alloc.h"
 
 namespace ember::cache {
-
-constexpr PageNo kUnmapped = UINT32_MAX;
-
-// A precedence edge, stored on the later page: `page` as of its modification sequence number
-// `need` must be written (durably, unless the later page is fresh) before the later page.
-struct Edge {
-  PageNo page;
-  uint64_t need;
-};
-
-struct Frame {
-  std::atomic<uint32_t> pins{0};
-  std::atomic<PageNo> page_no{kUnmapped};
-  std::atomic<bool> ref{false};
-  std::atomic<bool> dirty{false};  // mirror of the meta-guarded state, for lock-free checks
-  std::atomic<bool> writing{false};  // a writer has copied the page and its write is in flight
-  std::shared_mutex latch;
-  uint8_t* data = nullptr;
-  uint32_t index = 0;
-  bool valid = false;  // guarded by latch: contents loaded
-
-  // Stored under meta, read without it by writers of pages that depend on this one: the
-  // modification sequence number of the newest copy whose write has completed (set to the
-  // current sequence number when the frame takes a page: what is on disk is all there is), and
-  // the write epoch of that write (stored first, so a reader that sees a written_seq sees an
-  // epoch at least as new). dirty_since: the sequence number of the Mark that made it dirty.
-  std::atomic<uint64_t> written_seq{0};
-  std::atomic<uint64_t> written_epoch{0};
-  std::atomic<uint64_t> dirty_since{0};
-
-  std::mutex meta;
-  uint64_t txn_mask = 0;       // guarded by meta: bit (txn & 63) per marking transaction
-  uint64_t mod_seq = 0;        // guarded by meta: the sequence number of the last Mark
-  bool fresh = false;          // guarded by meta: FetchNew(kUnlinked) and not written since
-  std::vector<Edge> prereqs;   // guarded by meta: what to write before this page
-};
 
 namespace {
 #if defined(__SANITIZE_THREAD__)
@@ -66,47 +36,13 @@ void ForgetLockOrder(std::shared_mutex* m) { __tsan_mutex_destroy(m, 0); }
 void ForgetLockOrder(std::shared_mutex*) {}
 #endif
 
-// Bit 63 belongs to the engine itself (txn 0): pages it marks, such as a pointer page that
-// gained a data page or the pages a B-tree split relinked, are written by every commit flush, so
-// a committed change on a page never outlives (on disk) the link that makes the page reachable,
-// even when the transaction that made the link rolled back. Transactions share bits 0..62.
-constexpr uint64_t kSystemBit = uint64_t{1} << 63;
-uint64_t TxnBit(uint64_t txn) { return txn == 0 ? kSystemBit : uint64_t{1} << (txn % 63); }
-
-void AtomicMax(std::atomic<uint64_t>& a, uint64_t v) {
-  uint64_t cur = a.load();
-  while (cur < v && !a.compare_exchange_weak(cur, v)) {
-  }
+// Physical memory of this machine in bytes, 0 if unknown.
+uint64_t PhysicalMemory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
-
-// A commit flush whose pages still wait after this many rounds (only a precedence cycle that
-// AddPrecedence could not see does that) writes them in the order it has, as Firebird does.
-constexpr int kMaxFlushRounds = 8;
 }  // namespace
-
-// Copies of pages on their way to disk in one WriteBatch.
-struct BufferCache::Batch {
-  struct Item {
-    Frame* f;
-    PageNo no;
-    uint64_t seq;  // mod_seq of the copy
-    bool own;      // the caller's latched page or a claimed victim: no pin of ours to drop
-    std::unique_ptr<uint8_t[]> bytes;  // null: nothing to write (clean by the time it was seen)
-    bool fresh = false;   // first write since allocation: no protection copy needed
-    uint64_t epoch = 0;   // set by the write: the write epoch that tracks its durability
-    // Its home write failed after its doublewrite copy was synced: this version is durable (the
-    // copy is what recovery applies) but the page must be written home again.
-    bool copy_only = false;
-    bool done = false;  // written home, or copy_only
-  };
-  std::vector<Item> items;
-  absl::flat_hash_map<const Frame*, uint64_t> copied;  // frame -> mod_seq of its copy here
-  uint64_t sync_epoch = 0;  // this write epoch must be durable before the batch goes out
-  // Durability is the goal (a commit or close flush), not a clean frame (eviction): a page
-  // whose home write failed after its copy was synced counts as written (see copy_only).
-  bool durable_enough = false;
-  absl::Status home_error;  // a home write that failed after the copies were synced
-};
 
 // ---------------------------------------------------------------- PageRef
 
@@ -516,533 +452,23 @@ void BufferCache::Prefetch(std::span<const PageNo> pages) {
   }
 }
 
-// ---------------------------------------------------------------- precedence and flushing
-
-namespace {
-// Set while this thread writes pages before their time (a precedence cycle broken, a page
-// forced out before what it stopped pointing at is freed): Submit counts them as cycle_writes.
-thread_local int tls_early_writes = 0;
-struct EarlyWrites {
-  EarlyWrites() { ++tls_early_writes; }
-  ~EarlyWrites() { --tls_early_writes; }
-  EarlyWrites(const EarlyWrites&) = delete;
-  EarlyWrites& operator=(const EarlyWrites&) = delete;
-};
-}  // namespace
-
-BufferCache::DiskState BufferCache::StateOnDisk(PageNo no) {
-  DiskState st;
-  st.frame = Lookup(no);
-  std::optional<uint64_t> epoch;
-  if (st.frame) {
-    std::lock_guard<std::mutex> g(st.frame->meta);
-    if (st.frame->page_no.load(std::memory_order_acquire) == no) {
-      st.need = st.frame->mod_seq;
-      st.unwritten = st.frame->written_seq.load(std::memory_order_acquire) < st.need;
-      epoch = st.frame->written_epoch.load(std::memory_order_acquire);
-    }
+absl::StatusOr<std::unique_ptr<BufferCache>> BufferCache::Create(io::File* file,
+                                                                 const CacheOptions& opts) {
+  // As the constructor counts: at least 16 frames.
+  const uint64_t bytes = uint64_t{std::max<uint32_t>(opts.capacity, 16)} * opts.page_size;
+  const std::string what = absl::StrCat("cache_pages ", opts.capacity, " of ", opts.page_size,
+                                        " bytes (", bytes, " bytes)");
+  // Past the machine's memory a cache can only thrash, and an allocator may abort rather than
+  // fail on such a size (sanitizers do): refuse it as a bad option.
+  if (const uint64_t phys = PhysicalMemory(); phys != 0 && bytes > phys) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": more than this machine's memory (", phys, " bytes)"));
   }
-  // Not resident (read after finding so): written when it left the cache, maybe not synced.
-  if (!epoch) epoch = evicted_epoch_.load();
-  st.on_disk = !st.unwritten && Durable(*epoch);
-  return st;
-}
-
-bool BufferCache::IsOnDisk(PageNo no) { return StateOnDisk(no).on_disk; }
-
-absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
-  if (first == then.page_no()) return absl::OkStatus();
-  // The version of `first` that `then` is about to depend on, and whether it is on disk yet.
-  const DiskState st = StateOnDisk(first);
-  if (st.on_disk) return absl::OkStatus();
-  Frame* ff = st.frame;
-  const uint64_t need = st.need;
-  const bool unwritten = st.unwritten;
-  if (unwritten) {
-    // Would the edge close a cycle? Search `first`'s prerequisites (bounded) for `then`.
-    std::vector<PageNo> stack{first};
-    absl::flat_hash_map<PageNo, bool> seen;
-    bool cycle = false;
-    int budget = 256;
-    while (!stack.empty() && !cycle) {
-      PageNo p = stack.back();
-      stack.pop_back();
-      if (!seen.emplace(p, true).second) continue;
-      if (--budget < 0) {
-        cycle = true;  // unknown: treat as a cycle (write now) as Firebird does
-        break;
-      }
-      Frame* f = Lookup(p);
-      if (!f || f->page_no.load(std::memory_order_acquire) != p) continue;
-      std::lock_guard<std::mutex> g(f->meta);
-      for (const Edge& e : f->prereqs) {
-        if (e.page == then.page_no()) cycle = true;
-        stack.push_back(e.page);
-      }
-    }
-    if (cycle) {
-      EarlyWrites early;
-      return FlushSet({ff}, then.frame_);
-    }
-  }
-  std::lock_guard<std::mutex> g(then.frame_->meta);
-  auto& pr = then.frame_->prereqs;
-  auto it = std::find_if(pr.begin(), pr.end(), [&](const Edge& e) { return e.page == first; });
-  if (it == pr.end()) pr.push_back({first, need});
-  else it->need = std::max(it->need, need);
-  return absl::OkStatus();
-}
-
-bool BufferCache::MayWrite(const Frame* f, const Batch* batch, uint64_t* sync_epoch) const {
-  uint64_t sync = 0;
-  for (const Edge& e : f->prereqs) {
-    Frame* q = Lookup(e.page);
-    uint64_t written = 0, epoch = 0;
-    bool resident = false;
-    if (q && q->page_no.load(std::memory_order_acquire) == e.page) {
-      written = q->written_seq.load(std::memory_order_acquire);
-      epoch = q->written_epoch.load(std::memory_order_acquire);
-      resident = q->page_no.load(std::memory_order_acquire) == e.page;  // still that page
-    }
-    if (!resident) {
-      // It left the cache, so it was written then; the epoch is read after finding it gone (the
-      // evictor raised evicted_epoch_ before unmapping it).
-      written = UINT64_MAX;
-      epoch = evicted_epoch_.load();
-    }
-    if (written >= e.need) {
-      // Written. A fresh page needs no more: the sync that makes it durable covers that write.
-      if (!f->fresh && !Durable(epoch)) sync = std::max(sync, epoch);
-      continue;
-    }
-    // Not written yet: a fresh page may still go out in the same batch as the needed copy.
-    if (f->fresh && batch) {
-      auto it = batch->copied.find(q);
-      if (it != batch->copied.end() && it->second >= e.need) continue;
-    }
-    return false;
-  }
-  *sync_epoch = sync;
-  return true;
-}
-
-std::unique_ptr<uint8_t[]> BufferCache::TakeCopyBuffer() {
-  {
-    std::lock_guard<std::mutex> g(spare_mu_);
-    if (!spare_.empty()) {
-      std::unique_ptr<uint8_t[]> b = std::move(spare_.back());
-      spare_.pop_back();
-      return b;
-    }
-  }
-  return std::make_unique_for_overwrite<uint8_t[]>(opts_.page_size);  // the copy fills it
-}
-
-void BufferCache::GiveCopyBuffer(std::unique_ptr<uint8_t[]> b) {
-  std::lock_guard<std::mutex> g(spare_mu_);
-  // As many as an eviction round copies; more would only hold memory a commit's flush used once.
-  if (spare_.size() < opts_.capacity / 4 + 1) spare_.push_back(std::move(b));
-}
-
-bool BufferCache::AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& batch) {
-  const uint32_t ps = opts_.page_size;
-  Batch::Item item{f, no, 0, own, nullptr};
-  {
-    std::lock_guard<std::mutex> g(f->meta);
-    if (f->dirty.load(std::memory_order_relaxed) && f->valid) {
-      uint64_t sync_epoch = 0;
-      if (!MayWrite(f, &batch, &sync_epoch)) {
-        if (!force) return false;
-        sync_epoch = write_epoch_.load();  // at least make what was written durable first
-      }
-      batch.sync_epoch = std::max(batch.sync_epoch, sync_epoch);
-      item.seq = f->mod_seq;
-      item.fresh = f->fresh;
-      item.bytes = TakeCopyBuffer();
-      std::memcpy(item.bytes.get(), f->data, ps);
-      page::SealPage(item.bytes.get(), ps);
-      batch.copied[f] = item.seq;
-    }
-  }
-  if (!own) io_pins_.fetch_add(1, std::memory_order_relaxed);
-  batch.items.push_back(std::move(item));
-  return true;
-}
-
-absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
-  std::vector<size_t> all;
-  for (size_t i = 0; i < batch.items.size(); ++i) {
-    if (batch.items[i].bytes) all.push_back(i);
-  }
-  absl::Status s;
-  if (!all.empty()) {
-    if (opts_.forced_writes && batch.sync_epoch != 0 && !Durable(batch.sync_epoch)) {
-      s = SyncFile();
-    }
-    if (s.ok()) s = dw_ ? WriteProtected(batch) : WriteHome(all, batch);
-    if (s.ok() && !batch.home_error.ok()) {
-      // Pages left unwritten, or a caller that needs clean frames: the write failed.
-      const bool all_done = std::all_of(all.begin(), all.end(),
-                                        [&](size_t i) { return batch.items[i].done; });
-      if (!all_done || !batch.durable_enough) s = batch.home_error;
-    }
-    if (s.ok()) {
-      for (size_t i : all) {
-        const uint64_t epoch = batch.items[i].epoch;
-        AtomicMax(last_write_epoch_, epoch);
-        if (epoch_out) *epoch_out = std::max(*epoch_out, epoch);
-      }
-      util::Count(counters_, util::Counter::kWrites, all.size());
-      if (tls_early_writes > 0) util::Count(counters_, util::Counter::kCycleWrites, all.size());
-    }
-  }
-  for (Batch::Item& it : batch.items) {
-    if (s.ok() && it.bytes) {
-      std::lock_guard<std::mutex> g(it.f->meta);
-      it.f->written_epoch.store(it.epoch, std::memory_order_release);
-      if (it.f->written_seq.load(std::memory_order_relaxed) < it.seq) {
-        it.f->written_seq.store(it.seq, std::memory_order_release);
-      }
-      it.f->fresh = false;  // on disk now: a page written later may link to it
-      // Clean only if unchanged since the copy (and written home).
-      if (it.f->mod_seq == it.seq && !it.copy_only) {
-        it.f->txn_mask = 0;
-        it.f->prereqs.clear();
-        it.f->dirty.store(false, std::memory_order_release);
-      }
-    }
-    it.f->writing.store(false, std::memory_order_release);
-    if (!it.own) {
-      Unpin(it.f);
-      io_pins_.fetch_sub(1, std::memory_order_release);
-    }
-    if (it.bytes) GiveCopyBuffer(std::move(it.bytes));
-  }
-  batch.items.clear();
-  batch.copied.clear();
-  batch.sync_epoch = 0;
-  batch.home_error = absl::OkStatus();
-  return s;
-}
-
-absl::Status BufferCache::WriteHome(std::span<const size_t> items, Batch& batch) {
-  const uint32_t ps = opts_.page_size;
-  std::vector<io::WriteRequest> reqs;
-  reqs.reserve(items.size());
-  for (size_t i : items) {
-    const Batch::Item& it = batch.items[i];
-    reqs.push_back({uint64_t{it.no} * ps, it.bytes.get(), ps});
-  }
-  absl::Status s = file_->WriteBatch(reqs);
-  const uint64_t epoch = write_epoch_.load();  // after the writes completed (see SyncFile)
-  for (size_t i : items) {
-    batch.items[i].epoch = epoch;
-    batch.items[i].done = s.ok();
-  }
-  return s;
-}
-
-absl::Status BufferCache::WriteProtected(Batch& batch) {
-  // Pages written in place first, fresh ones last: a fresh page may follow a prerequisite in the
-  // same batch, and this keeps it after that page's home write.
-  std::vector<size_t> order;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t i = 0; i < batch.items.size(); ++i) {
-      const Batch::Item& it = batch.items[i];
-      if (it.bytes && it.fresh == (pass == 1)) order.push_back(i);
-    }
-  }
-  const size_t chunk = dw_->max_items();
-  std::vector<Doublewrite::Item> dw;
-  std::vector<PageNo> copied;
-  for (size_t at = 0; at < order.size(); at += chunk) {
-    const std::span<const size_t> part =
-        std::span<const size_t>(order).subspan(at, std::min(chunk, order.size() - at));
-    dw.clear();
-    copied.clear();
-    for (size_t i : part) {
-      const Batch::Item& it = batch.items[i];
-      if (!it.fresh) {
-        dw.push_back({it.no, it.bytes.get()});
-        copied.push_back(it.no);
-      } else if (dw_->HasRecord(it.no)) {
-        dw.push_back({it.no, nullptr});  // void an older copy of the page's number
-      }
-    }
-    uint64_t durable = 0;
-    std::optional<uint64_t> seq;
-    if (!dw.empty()) {
-      absl::StatusOr<uint64_t> r = dw_->Protect(dw, &durable);
-      if (!r.ok()) return r.status();
-      seq = *r;
-      util::Count(counters_, util::Counter::kDwWrites, copied.size() + 1);
-    }
-    absl::Status s = WriteHome(part, batch);
-    if (seq) dw_->HomeWritten(*seq, batch.items[part.front()].epoch, s, copied);
-    if (!s.ok() && (durable == 0 || copied.size() < part.size())) return s;
-    // A page with a durable copy is durable: it needs no sync after its home write, and if the
-    // home write failed, recovery puts the copy there.
-    if (durable != 0) {
-      for (size_t i : part) {
-        batch.items[i].epoch = durable;
-        batch.items[i].copy_only = !s.ok();
-        batch.items[i].done = true;
-      }
-    }
-    if (!s.ok()) {
-      batch.home_error = s;
-      return absl::OkStatus();  // later chunks: the disk is failing; they stay dirty
-    }
-  }
-  return absl::OkStatus();
-}
-
-void BufferCache::EnableDoublewrite(const DwRecovery& start) {
-  DwHooks hooks;
-  hooks.sync = [this](uint64_t* epoch) { return SyncFile(epoch); };
-  hooks.durable = [this](uint64_t epoch) { return Durable(epoch); };
-  dw_ = std::make_unique<Doublewrite>(file_, opts_.page_size, start, std::move(hooks),
-                                      opts_.forced_writes);
-}
-
-absl::Status BufferCache::RetireDoublewrite() {
-  if (!dw_) return absl::OkStatus();
-  if (absl::Status s = SyncFile(); !s.ok()) return s;
-  return dw_->RetireAll();
-}
-
-absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, FlushMode mode) {
-  const bool evict = mode == FlushMode::kEvict;
-  auto page_of = [](Frame* f) { return f->page_no.load(std::memory_order_acquire); };
-  // The prerequisites of `f` whose needed version is not written yet (so part of this flush).
-  auto deps_of = [&](Frame* f, bool* fresh) {
-    std::vector<Frame*> d;
-    std::lock_guard<std::mutex> g(f->meta);
-    *fresh = f->fresh;
-    for (const Edge& e : f->prereqs) {
-      Frame* q = Lookup(e.page);
-      if (q && q->page_no.load(std::memory_order_acquire) == e.page &&
-          q->written_seq.load(std::memory_order_acquire) < e.need) {
-        d.push_back(q);
-      }
-    }
-    return d;
-  };
-  for (int round = 0; !roots.empty(); ++round) {
-    // Level of a page = that of its highest prerequisite in the flush, plus one unless the page
-    // is fresh (then it may share the batch); computed by DFS, so within a level prerequisites
-    // come first.
-    absl::flat_hash_map<Frame*, int> level;  // -1 while on the DFS stack
-    std::vector<std::vector<std::pair<Frame*, PageNo>>> levels;
-    struct Item {
-      Frame* f;
-      PageNo no;  // the page it held when `deps` were read (read first)
-      bool fresh;
-      std::vector<Frame*> deps;
-      size_t next = 0;
-    };
-    auto visit = [&](Frame* f) {
-      Item it{f, page_of(f), false, {}};
-      it.deps = deps_of(f, &it.fresh);
-      return it;
-    };
-    for (Frame* root : roots) {
-      if (level.contains(root)) continue;
-      std::vector<Item> st;
-      st.push_back(visit(root));
-      level[root] = -1;
-      while (!st.empty()) {
-        Item& it = st.back();
-        if (it.next < it.deps.size()) {
-          Frame* d = it.deps[it.next++];
-          if (level.try_emplace(d, -1).second) st.push_back(visit(d));
-          continue;  // an edge to a page on the stack (-1) is a cycle: ignore that edge
-        }
-        int lv = 0;
-        for (Frame* d : it.deps) {
-          if (level[d] >= 0) lv = std::max(lv, level[d] + (it.fresh ? 0 : 1));
-        }
-        level[it.f] = lv;
-        if (levels.size() <= static_cast<size_t>(lv)) levels.resize(lv + 1);
-        levels[lv].emplace_back(it.f, it.no);
-        st.pop_back();
-      }
-    }
-    std::vector<Frame*> later;
-    if (absl::Status s = WriteLevels(levels, held, mode, /*force=*/round + 1 >= kMaxFlushRounds,
-                                     evict ? nullptr : &later);
-        !s.ok()) {
-      return s;
-    }
-    roots = std::move(later);
-  }
-  // Durable when it returns: also what others (evictions) wrote of these pages earlier.
-  if (opts_.forced_writes && !evict && !Durable(last_write_epoch_.load())) return SyncFile();
-  return absl::OkStatus();
-}
-
-absl::Status BufferCache::SyncFile(uint64_t* synced) {
-  // Every write that completed before this increment read an epoch <= e (writers read the epoch
-  // after their write completes), so this sync covers every write of epoch e and before.
-  const uint64_t e = write_epoch_.fetch_add(1);
-  syncs_.fetch_add(1, std::memory_order_relaxed);
-  absl::Status s = file_->Sync();
-  if (s.ok()) {
-    AtomicMax(durable_epoch_, e);
-    if (synced) *synced = e;
-  } else {
-    sync_failures_.fetch_add(1, std::memory_order_acq_rel);
-  }
-  return s;
-}
-
-// Writes level by level; pages of one level go out in batches. A page being copied is pinned
-// (so it cannot be evicted) and carries `writing` until its write completes, so two writers never
-// race on one page. A writer never blocks on a latch or on another page's `writing` while holding
-// `writing` flags of its own: it submits what it has first. That keeps it deadlock-free against
-// threads that hold latches and wait for `writing`.
-absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels,
-                                      Frame* held, FlushMode mode, bool force,
-                                      std::vector<Frame*>* later) {
-  const bool evict = mode == FlushMode::kEvict;
-  Batch batch;
-  batch.durable_enough = !evict;
-  absl::Status first_error;
-  uint64_t written = 0;  // newest write epoch of this call's writes
-  auto submit = [&]() {
-    absl::Status s = Submit(batch, &written);
-    if (!s.ok() && first_error.ok()) first_error = s;
-  };
-  for (size_t lv = 0; lv < levels.size() && first_error.ok(); ++lv) {
-    // Every level after the first holds pages that follow pages of the level before: sync before
-    // pinning any of them (a presync would hold their pins and `writing` flags through it).
-    if (lv > 0 && opts_.forced_writes && written != 0 && !Durable(written)) {
-      first_error = SyncFile();
-      if (!first_error.ok()) break;
-    }
-    for (auto [f, no] : levels[lv]) {
-      const bool own = held != nullptr && f == held;
-      if (!own) {
-        bool pinned = false;
-        while (!(pinned = TryPin(f, no)) && f->page_no.load(std::memory_order_acquire) == no) {
-          if (evict) break;
-          std::this_thread::yield();  // being evicted: the evictor writes it
-        }
-        if (!pinned) continue;
-      }
-      if (evict) {
-        if (f->writing.exchange(true, std::memory_order_acquire)) {
-          if (!own) Unpin(f);
-          continue;
-        }
-        if (!own && !f->latch.try_lock_shared()) {
-          f->writing.store(false, std::memory_order_release);
-          Unpin(f);
-          continue;
-        }
-      } else {
-        // Latch first, then `writing`: never block on the latch holding the page's `writing`
-        // flag, since the latch holder may be flushing this very page as its own (`held`) and
-        // spin on that flag (AddPrecedence's cycle breaking).
-        if (!own && !f->latch.try_lock_shared()) {
-          if (!batch.items.empty()) submit();
-          f->latch.lock_shared();
-        }
-        while (f->writing.exchange(true, std::memory_order_acquire)) {
-          if (!batch.items.empty()) submit();
-          std::this_thread::yield();
-        }
-      }
-      const bool added = AddToBatch(f, no, own, force, batch);
-      if (!own) f->latch.unlock_shared();
-      if (!added) {  // a prerequisite is not written yet: skip it (eviction) or try again later
-        f->writing.store(false, std::memory_order_release);
-        if (!own) Unpin(f);
-        if (later) later->push_back(f);
-      }
-    }
-    submit();
-  }
-  return first_error;
-}
-
-absl::Status BufferCache::CleanForEviction() {
-  // One cleaner at a time; whoever waited for it finds frames cleaned and returns (the cleaner
-  // never blocks, so waiting here while holding latches cannot deadlock).
-  const uint64_t round = clean_rounds_.load();
-  std::lock_guard<std::mutex> g(clean_mu_);
-  if (clean_rounds_.load() != round) return absl::OkStatus();
-  // The oldest dirty, unpinned pages (by when they became dirty), a quarter of the cache: their
-  // prerequisites come along, and a batch that size needs only a few syncs.
-  std::vector<std::pair<uint64_t, Frame*>> dirty;
-  for (const auto& f : frames_) {
-    if (f->dirty.load(std::memory_order_acquire) && f->pins.load(std::memory_order_relaxed) == 0) {
-      dirty.emplace_back(f->dirty_since.load(std::memory_order_relaxed), f.get());
-    }
-  }
-  const size_t want = std::max<size_t>(1, opts_.capacity / 4);
-  if (dirty.size() > want) {
-    std::nth_element(dirty.begin(), dirty.begin() + static_cast<ptrdiff_t>(want), dirty.end());
-    dirty.resize(want);
-  }
-  std::vector<Frame*> roots;
-  roots.reserve(dirty.size());
-  for (const auto& d : dirty) roots.push_back(d.second);
-  absl::Status s;
-  if (!roots.empty()) s = FlushSet(std::move(roots), nullptr, FlushMode::kEvict);
-  clean_rounds_.fetch_add(1);
-  return s;
-}
-
-absl::Status BufferCache::FlushTxns(std::span<const uint64_t> txns) {
-  uint64_t mask = kSystemBit;
-  for (uint64_t t : txns) mask |= TxnBit(t);
-  std::vector<Frame*> roots;
-  for (const auto& f : frames_) {
-    if (!f->dirty.load(std::memory_order_acquire)) continue;
-    std::lock_guard<std::mutex> g(f->meta);
-    if (f->txn_mask & mask) roots.push_back(f.get());
-  }
-  return FlushSet(std::move(roots), nullptr);
-}
-
-absl::Status BufferCache::FlushPages(std::span<const PageNo> pages) {
-  std::vector<Frame*> roots;
-  for (PageNo p : pages) {
-    Frame* f = Lookup(p);
-    if (f && f->page_no.load(std::memory_order_acquire) == p &&
-        f->dirty.load(std::memory_order_acquire)) {
-      roots.push_back(f);
-    }
-  }
-  return FlushSet(std::move(roots), nullptr);
-}
-
-absl::Status BufferCache::FlushPagesEarly(std::span<const PageNo> pages) {
-  EarlyWrites early;
-  return FlushPages(pages);
-}
-
-absl::Status BufferCache::FlushAll() {
-  std::vector<Frame*> roots;
-  for (const auto& f : frames_) {
-    if (f->dirty.load(std::memory_order_acquire)) roots.push_back(f.get());
-  }
-  return FlushSet(std::move(roots), nullptr);
-}
-
-void BufferCache::DiscardAll() {
-  std::lock_guard<std::mutex> g(miss_mu_);
-  for (const auto& f : frames_) {
-    PageNo no = f->page_no.load(std::memory_order_relaxed);
-    if (no != kUnmapped) UnmapLocked(no);
-    f->page_no.store(kUnmapped, std::memory_order_release);
-    f->valid = false;
-    std::lock_guard<std::mutex> m(f->meta);
-    f->txn_mask = 0;
-    f->prereqs.clear();
-    f->fresh = false;
-    f->dirty.store(false, std::memory_order_release);
+  try {
+    return std::make_unique<BufferCache>(file, opts);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": cannot allocate the buffer cache's memory"));
   }
 }
 

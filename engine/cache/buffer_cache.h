@@ -82,6 +82,15 @@ struct FrameArenaFree {
 class BufferCache;
 struct Frame;
 
+// Mark ids (PageRef::Mark) that are no transaction's. kSystemMark: a change of the engine itself
+// that makes pages reachable (a pointer page that gained a data page, a B-tree split's links, a
+// PIP): every commit flush writes such pages, so a committed change never outlives on disk the
+// link to its page. kNoOwnerMark: a change no transaction owns (garbage collection, hints such as
+// a pointer page's has-garbage flag): no commit flush writes it; eviction, FlushAll (the sweep,
+// Close) and the flushes of later changes to the same page do.
+inline constexpr uint64_t kSystemMark = 0;
+inline constexpr uint64_t kNoOwnerMark = ~uint64_t{0};
+
 // A pinned, latched page. Moving transfers the pin; destruction releases it.
 class PageRef {
  public:
@@ -96,9 +105,10 @@ class PageRef {
   uint8_t* data() const;
   PageNo page_no() const { return page_no_; }
   bool exclusive() const { return mode_ == LatchMode::kExclusive; }
-  // REQUIRES: exclusive. Records that the page changed on behalf of `txn` (0 = the engine itself):
-  // the page is then written by that transaction's commit flush at the latest (a page marked
-  // for 0, by the next commit flush of any transaction).
+  // REQUIRES: exclusive. Records that the page changed on behalf of transaction `txn`: the
+  // page is then written by that transaction's commit flush at the latest. Two ids no
+  // transaction has: kSystemMark (written by the next commit flush of any transaction) and
+  // kNoOwnerMark (by no commit flush).
   void Mark(uint64_t txn);
   void Release();
 

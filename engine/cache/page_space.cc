@@ -23,7 +23,7 @@ absl::StatusOr<PageRef> PageSpace::FetchPip(uint32_t k, bool create) {
     absl::StatusOr<PageRef> r = cache_->FetchNew(no);
     if (!r.ok()) return r.status();
     page::InitPip(r->data(), cache_->page_size(), no, k * per_pip_);
-    r->Mark(0);
+    r->Mark(cache::kSystemMark);
   }
   page_count_ = no + 1;
   // A PIP is found by its place in the file, not through a link, and the pages it hands out are

@@ -110,7 +110,7 @@ absl::Status TransactionImpl::Commit() {
   HandPagesToCollector(db_->txns_->StateOf(id_), /*dead=*/false);
   ReleaseTables();
   // The commit wrote every page that pointed at the deferred lines: no write is forced here.
-  cleanup.Update(FreeDeferred(kGcMarkTxn));
+  cleanup.Update(FreeDeferred(cache::kNoOwnerMark));
   db_->AfterTransactionEnd();
   if (!cleanup.ok()) {
     db_->background_errors()->Add(absl::Status(
@@ -160,7 +160,7 @@ absl::Status TransactionImpl::Rollback() {
       s = db_->txns_->Commit(id_, /*counted=*/false);
     }
     if (s.ok()) {
-      cleanup.Update(FreeDeferred(kGcMarkTxn));
+      cleanup.Update(FreeDeferred(cache::kNoOwnerMark));
       return result(s);
     }
     undo_error = std::move(s);

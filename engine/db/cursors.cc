@@ -12,7 +12,7 @@ TableCursor::~TableCursor() {
   // An abandoned scan must not leak the lines it unlinked; if freeing fails they stay as
   // unreachable lines, which a later collection does not see (Validate can).
   if (!unlinked_.empty() && txn_->db()->open_for_gc()) {
-    (void)table_->relation->FreeUnlinked(&unlinked_, kGcMarkTxn);
+    (void)table_->relation->FreeUnlinked(&unlinked_, cache::kNoOwnerMark);
   }
 }
 
@@ -69,7 +69,7 @@ absl::Status TableCursor::Fill() {
     }
     if (unlinked_.size() >= 4096 || (!unlinked_.empty() &&
                                      next_seq_ >= table_->relation->PageSequences())) {
-      if (absl::Status s = table_->relation->FreeUnlinked(&unlinked_, kGcMarkTxn); !s.ok()) {
+      if (absl::Status s = table_->relation->FreeUnlinked(&unlinked_, cache::kNoOwnerMark); !s.ok()) {
         return s;
       }
     }

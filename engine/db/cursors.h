@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ember/transaction.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/index/btree.h"
 
 namespace ember::db {

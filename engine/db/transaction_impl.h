@@ -9,7 +9,7 @@
 
 #include "ember/transaction.h"
 #include "engine/blob/txn_blobs.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/txn/undo_log.h"
 #include "engine/util/counters.h"
 

@@ -224,7 +224,7 @@ absl::Status WriteNewPage(PageRef& ref, const BtreeNode& node, uint32_t page_siz
     return absl::InternalError(
         absl::StrCat("btree page ", ref.page_no(), ": split half does not fit"));
   }
-  ref.Mark(0);
+  ref.Mark(cache::kSystemMark);
   ref.Release();
   return absl::OkStatus();
 }
@@ -549,6 +549,11 @@ class BTree::Impl::Splitter {
   // Run's work; Run then releases the latches and frees the fresh pages no split used.
   absl::Status RunLatched(std::string_view key, uint64_t value, uint8_t level,
                           const MissingLink* link);
+  // RunLatched's second half: puts `entry_key` -> `entry_value` into path_[i] and, while a
+  // node is full, splits it and posts the separator into its parent, from the target up. `node`
+  // holds the target with the entry inserted at `pos` unless `tail` (split in place) is set.
+  absl::Status PostUp(std::string entry_key, uint64_t entry_value, uint64_t mark_for, bool tail,
+                      BtreeNode& node, size_t pos);
   // An upper bound on the pages the splits of path_ need when the target node (path_.back())
   // splits or not: one per node that may split, two for the root.
   size_t PagesNeeded(bool target_splits) const;
@@ -668,7 +673,8 @@ size_t BTree::Impl::Splitter::PagesNeeded(bool target_splits) const {
 }
 
 absl::StatusOr<PageRef> BTree::Impl::Splitter::NewPage() {
-  if (fresh_.empty()) return t_->space->Allocate(0);  // PagesNeeded is an upper bound: unused
+  // Not reached in practice: PagesNeeded is an upper bound of the pages the splits take.
+  if (fresh_.empty()) return t_->space->Allocate(cache::kSystemMark);
   const PageNo no = fresh_.back();
   fresh_.pop_back();
   // Usually still resident (clean and zero), so no eviction happens under our latches. Allocated
@@ -688,7 +694,7 @@ absl::StatusOr<PageRef> BTree::Impl::Splitter::NewPage() {
 absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t value,
                                                uint8_t level, const MissingLink* link) {
   BtreeNode node;
-  size_t pos;
+  size_t pos = 0;
   PageNo link_child = page::kNoPage;  // a repair: the child that links to link->right
   bool tail = false;  // the target splits in place at its right end (tail_)
   for (int attempt = 0;; ++attempt) {
@@ -731,7 +737,7 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
     if (fresh_.size() >= need || attempt > 0) break;
     path_.clear();
     while (fresh_.size() < need) {
-      absl::StatusOr<PageRef> p = t_->space->Allocate(0);
+      absl::StatusOr<PageRef> p = t_->space->Allocate(cache::kSystemMark);
       if (!p.ok()) return p.status();
       // Only the number is kept: holding the latch while latching the path would take a new
       // page's latch before its parent's, against the order everyone else uses.
@@ -745,9 +751,12 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
   }
 
   // A leaf entry that fits is the transaction's change; everything else is structural.
-  uint64_t mark_for = link ? 0 : txn_;
-  std::string entry_key(key);  // the entry going into path_[i]: the key, then separators
-  uint64_t entry_value = value;
+  return PostUp(std::string(key), value, link ? cache::kSystemMark : txn_, tail, node, pos);
+}
+
+absl::Status BTree::Impl::Splitter::PostUp(std::string entry_key, uint64_t entry_value,
+                                           uint64_t mark_for, bool tail, BtreeNode& node,
+                                           size_t pos) {
   // `node` holds path_[i] with the entry inserted, except above the target, where it is only
   // decoded when the separator does not go in place (an ascending load splits a leaf every few
   // hundred inserts; decoding a parent of hundreds of entries for each was most of the cost).
@@ -760,7 +769,7 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
       if (absl::Status s = SplitTail(i, &separator, &right); !s.ok()) return s;
       entry_key = std::move(separator);
       entry_value = right;
-      mark_for = 0;
+      mark_for = cache::kSystemMark;
       continue;
     }
     // In place when it fits (always, with BtreeInsertRoom free: what LatchPath relied on to stop
@@ -794,7 +803,7 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
       ref.Mark(mark_for);
       return deferred_;
     }
-    mark_for = 0;
+    mark_for = cache::kSystemMark;
     if (ref.page_no() == t_->root) {
       if (absl::Status s = SplitRoot(ref, node, pos); !s.ok()) return s;
       return deferred_;
@@ -869,7 +878,7 @@ absl::Status BTree::Impl::Splitter::LinkNewRight(
   if (absl::Status s = c->AddPrecedence(n, r_no); !s.ok()) return s;
   if (absl::Status s = c->AddPrecedence(parent, r_no); !s.ok()) return s;
   if (absl::Status s = rewrite(n); !s.ok()) return s;
-  n.Mark(0);
+  n.Mark(cache::kSystemMark);
   n.Release();
   // N is released so that a cycle-breaking flush of N's chain cannot wait for our own latch.
   if (absl::Status s = c->AddPrecedence(parent, n_no); !s.ok() && deferred_.ok()) deferred_ = s;
@@ -949,7 +958,7 @@ absl::Status BTree::Impl::Splitter::SplitRoot(PageRef& root, BtreeNode& node, si
     return absl::InternalError(
         absl::StrCat("btree page ", root.page_no(), ": new root does not fit"));
   }
-  root.Mark(0);
+  root.Mark(cache::kSystemMark);
   return absl::OkStatus();
 }
 

@@ -23,9 +23,8 @@ constexpr size_t kMaxRunBytes = size_t{1} << 30;
 // (a BLOB, an eviction round) split into several requests is copied by several workers at once.
 // And not much more than 128 KB: Linux (6.x, ext4 with large folios) caches a big buffered write
 // in folios as big as the write, and a later single-page write into one of them makes the next
-// fsync walk and write back the whole folio. With 1 MB runs, bench/core's small update
-// transactions after a bulk load took about 1.45 s instead of 0.9-1.1 s with 128 KB runs, for
-// the same pages written; the load itself took 2% longer with the smaller runs.
+// fsync walk and write back the whole folio: with 1 MB runs, small update transactions after a
+// bulk load wrote the same pages far more slowly, and the load itself gained little.
 constexpr size_t kMaxRunIovs = 16;
 
 // Requests for adjacent file ranges, written by one writev. After a short write, `first` and

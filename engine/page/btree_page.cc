@@ -66,7 +66,7 @@ struct RawEntry {
 
 // Parses the entry at `off`, not past `end`. False when it does not fit (or a varint is over
 // long). Searches walk entries with this; both varints are nearly always one byte, which one
-// test covers (the general decoder costs the walk about 5% more).
+// test covers before the general decoder runs (it makes the walk measurably slower).
 [[gnu::always_inline]] inline bool ParseEntry(const uint8_t* page, size_t off, size_t end,
                                               RawEntry* e) {
   const uint8_t* const lim = page + end;
@@ -323,6 +323,38 @@ bool BtreeEntryReader::Next() {
   return true;
 }
 
+// Binary search of the restart entries (which hold their key whole): the first one whose key
+// is not below `key` (k, ksize), in *lo.
+[[gnu::always_inline]] inline absl::Status SearchRestarts(const uint8_t* page, PageNo no,
+                                                          const uint8_t* restarts,
+                                                          size_t nrestarts, size_t end,
+                                                          const uint8_t* k, size_t ksize,
+                                                          size_t* lo_out) {
+  size_t lo = 0, hi = nrestarts;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    const size_t off = RestartAt(restarts, mid);
+    if (off < kBtreeHeaderSize || off >= end) {
+      return Corrupt(no, absl::StrCat("restart ", mid, " at offset ", off, " outside the entries"));
+    }
+    RawEntry re;
+    if (page[off] != 0 || !ParseEntry(page, off, end, &re)) {
+      return Corrupt(no, absl::StrCat("entry at offset ", off, ": restart entry does not fit"));
+    }
+    const size_t suffix = re.suffix;
+    const uint8_t* sfx = page + re.sfx;
+    const int c = std::memcmp(sfx, k, std::min<size_t>(suffix, ksize));
+    const bool below = c < 0 || (c == 0 && suffix < ksize);
+    if (below) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  *lo_out = lo;
+  return absl::OkStatus();
+}
+
 absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
                              const BtreeHeader& h, std::string_view key, BtreeSlot* slot) {
   *slot = BtreeSlot{};
@@ -337,28 +369,10 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
   auto bad = [&](size_t off, const std::string& what) {
     return Corrupt(no, absl::StrCat("entry at offset ", off, ": ", what));
   };
-  // Binary search: the first restart entry whose key is not below `key`. Restart entries hold
-  // their key whole.
-  size_t lo = 0, hi = nrestarts;
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    const size_t off = RestartAt(restarts, mid);
-    if (off < kBtreeHeaderSize || off >= end) {
-      return Corrupt(no, absl::StrCat("restart ", mid, " at offset ", off, " outside the entries"));
-    }
-    RawEntry re;
-    if (page[off] != 0 || !ParseEntry(page, off, end, &re)) {
-      return bad(off, "restart entry does not fit");
-    }
-    const size_t suffix = re.suffix;
-    const uint8_t* sfx = page + re.sfx;
-    const int c = std::memcmp(sfx, k, std::min<size_t>(suffix, ksize));
-    const bool below = c < 0 || (c == 0 && suffix < ksize);
-    if (below) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
+  size_t lo = 0;
+  if (absl::Status s = SearchRestarts(page, no, restarts, nrestarts, end, k, ksize, &lo);
+      !s.ok()) {
+    return s;
   }
   // Walk the group of the last restart below `key` (the first group when there is none).
   size_t group = lo > 0 ? lo - 1 : 0;

@@ -208,7 +208,7 @@ absl::Status Relation::LinkDataPage(uint64_t txn, uint32_t seq, PageNo dp_no, ui
     if (absl::Status s = cache_->AddPrecedence(*prev, pp_no); !s.ok()) return s;
     page::PpSetNext(prev->data(), pp_no);
     prev->Mark(txn);
-    prev->Mark(0);  // a link: written by the next commit of anyone (buffer_cache.cc, kSystemBit)
+    prev->Mark(cache::kSystemMark);  // a link: the next commit flush of anyone writes it
     std::unique_lock<std::shared_mutex> g(mu_);
     pps_.push_back(pp_no);
   }
@@ -221,7 +221,7 @@ absl::Status Relation::LinkDataPage(uint64_t txn, uint32_t seq, PageNo dp_no, ui
     pp->Mark(txn);
     // The page may get another transaction's committed records while `txn` is still active or
     // after it rolled back: the slot must reach disk with the next commit, whoever makes it.
-    pp->Mark(0);
+    pp->Mark(cache::kSystemMark);
   }
   std::unique_lock<std::shared_mutex> g(mu_);
   pages_.push_back({dp_no, flags});

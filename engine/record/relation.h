@@ -96,10 +96,6 @@ struct VersionStats {
   uint64_t swept_pages = 0;          // pages flagged swept in their pointer-page slots
 };
 
-// Mark id for page changes no transaction owns (garbage collection, hints such as the pointer
-// page's has-garbage flag): commits do not write them (eviction, the collector and Close do).
-constexpr uint64_t kNoOwnerMark = 62;
-
 // Bytes a head version leaves free on its page when it is written: with them, any head can
 // later be rewritten as its smallest form (a header with back and fragment pointers and no
 // inline body), since record headers are variable length.

@@ -56,7 +56,7 @@ absl::Status Relation::Unsweep(PageRef& P) {
     if (f & page::kPpSwept) {
       const uint8_t nf = static_cast<uint8_t>(f & ~page::kPpSwept);
       page::PpSetFlags(pp->data(), ps_, slot, nf);
-      pp->Mark(kNoOwnerMark);
+      pp->Mark(cache::kNoOwnerMark);
       std::unique_lock<std::shared_mutex> g(mu_);
       pages_[seq].flags = nf;
       SetFastPage(seq, pages_[seq].page, nf);
@@ -109,7 +109,7 @@ absl::StatusOr<bool> Relation::MarkSwept(uint32_t seq, uint64_t horizon_cn) {
   }
   if (!(page::GetFlags(d) & page::kPpSwept)) {
     page::SetFlags(d, static_cast<uint8_t>(page::GetFlags(d) | page::kPpSwept));
-    r->Mark(kNoOwnerMark);
+    r->Mark(cache::kNoOwnerMark);
   }
   std::unique_lock<std::shared_mutex> g(mu_);
   pages_[seq].sweep_pending = true;
@@ -155,7 +155,7 @@ absl::Status Relation::FlagSweptSlots(std::span<const uint32_t> seqs, uint32_t* 
       pages_[seq].sweep_pending = false;
       SetFastPage(seq, pages_[seq].page, f);
     }
-    if (changed) pp->Mark(kNoOwnerMark);
+    if (changed) pp->Mark(cache::kNoOwnerMark);
   }
   return absl::OkStatus();
 }

@@ -220,7 +220,7 @@ absl::StatusOr<uint64_t> Relation::InsertOnto(uint64_t txn, std::string_view raw
     const uint32_t seq = *held_seq;
     // Room for the record and, for every record on the page and this one, a first back
     // version. line_count bounds the live records, so counting them (a walk of the line
-    // array, which was 6% of a bulk load) is only needed when the page is nearly full.
+    // array, a visible cost of a bulk load) is only needed when the page is nearly full.
     const uint32_t free = page::DpFreeSpace(r.data(), ps_);
     const size_t base = need + page::kDpLineSize;
     bool fits = free >= base + (size_t{page::DpLineCount(r.data())} + 1) * kReservePerRecord;
@@ -320,7 +320,7 @@ absl::StatusOr<WriteOutcome> Relation::Write(uint64_t rec, uint64_t txn, const R
     // fail the write: the caller would not note the change for its undo, and a rollback would
     // leave the version behind, committed with the transaction's undo, its index keys never
     // added. The flag stays unset, as after a crash.
-    (void)SetPageFlags(w.seq, page::kPpHasGarbage, 0, kNoOwnerMark);
+    (void)SetPageFlags(w.seq, page::kPpHasGarbage, 0, cache::kNoOwnerMark);
   }
   WriteOutcome out;
   out.code = WriteOutcome::kDone;

@@ -72,14 +72,14 @@ absl::Status TxnManager::EnsureTip(uint64_t txn) {
     if (!np.ok()) return np.status();
     const PageNo no = np->page_no();
     page::InitTip(np->data(), cache_->page_size(), no, tips_.size() * per_tip_);
-    np->Mark(0);
+    np->Mark(cache::kSystemMark);
     np->Release();
     if (!tips_.empty()) {
       absl::StatusOr<cache::PageRef> prev = cache_->Fetch(tips_.back(), LatchMode::kExclusive);
       if (!prev.ok()) return prev.status();
       if (absl::Status s = cache_->AddPrecedence(*prev, no); !s.ok()) return s;
       page::TipSetNext(prev->data(), no);
-      prev->Mark(0);
+      prev->Mark(cache::kSystemMark);
       prev->Release();
       tips_.push_back(no);
       // The chain must be durable before any commit is recorded in the new page.

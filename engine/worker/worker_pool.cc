@@ -39,6 +39,16 @@ WorkerPool::~WorkerPool() {
 
 int WorkerPool::WorkersFor(int requested) const { return std::clamp(requested, 1, max_workers_); }
 
+std::vector<Chunk> CutChunks(std::span<const uint32_t> sizes, uint32_t per) {
+  std::vector<Chunk> out;
+  for (uint32_t part = 0; part < sizes.size(); ++part) {
+    for (uint32_t first = 0; first < sizes[part]; first += per) {
+      out.push_back({part, first, std::min(sizes[part], first + per)});
+    }
+  }
+  return out;
+}
+
 int WorkerPool::threads_alive() const {
   std::lock_guard<std::mutex> g(mu_);
   int n = 0;

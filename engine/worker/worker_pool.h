@@ -17,7 +17,9 @@
 #include <functional>
 #include <list>
 #include <mutex>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -73,5 +75,28 @@ class WorkerPool {
   bool stop_ = false;                 // guarded by mu_
   std::atomic<uint64_t> tasks_run_{0};
 };
+
+// A piece of a task over parts of different sizes (the data page sequences of several tables,
+// say): units [first, end) of part `part`.
+struct Chunk {
+  uint32_t part = 0;
+  uint32_t first = 0, end = 0;
+};
+// Parts of sizes[i] units cut into chunks of `per` units (the last of each part shorter), in
+// part order; a part of no units gives none.
+std::vector<Chunk> CutChunks(std::span<const uint32_t> sizes, uint32_t per);
+
+// Runs fn(item, ctx, local) for every item on `workers` workers, `local` being the running
+// worker's own element of `*locals` (resized to the workers the task gets; elements already
+// there are kept): per-worker state and tallies that the caller gathers afterwards, no lock.
+template <typename Local, typename Fn>
+absl::Status RunWithLocals(WorkerPool* pool, int workers, size_t items, std::vector<Local>* locals,
+                           Fn&& fn) {
+  const int w = pool->WorkersFor(workers);
+  if (locals->size() < static_cast<size_t>(w)) locals->resize(static_cast<size_t>(w));
+  return pool->Run(w, items, [&](size_t item, const TaskContext& ctx) -> absl::Status {
+    return fn(item, ctx, (*locals)[static_cast<size_t>(ctx.worker)]);
+  });
+}
 
 }  // namespace ember::worker

@@ -34,7 +34,7 @@ struct Options {
   // reads every page once: off, Open stays fast for a very large file, and the leaks stay
   // until Validate(free_unreachable).
   bool reclaim_after_crash = true;
-  // --- temp space (used by later layers: undo-log overflow, temporary BLOBs, sorts)
+  // --- temp space: undo-log overflow, temporary BLOBs and index-build sorts
   std::vector<std::string> temp_directories;  // TempDirectories; EMBER_TMP overrides; default /tmp
   uint64_t temp_cache_limit = 64ull << 20;    // TempCacheLimit in bytes
   int blob_temp_space = 1;                    // BlobTempSpace: 0, 1 or 2 (architecture.md)
@@ -58,7 +58,8 @@ struct Options {
   // `ember-fix -sweep_interval N` change it); set here, it overrides that value for this open
   // only and nothing is written. DatabaseStats::sweep_interval says which one is in effect.
   std::optional<uint64_t> sweep_interval;
-  // --- lock table
+  // --- lock table. Not in effect yet: the lock table is in-process, and these size the shared
+  // one planned; they are read from a config file and checked, and change nothing.
   uint32_t lock_hash_slots = 8191;            // LockHashSlots
   uint64_t lock_mem_size = 1ull << 20;        // LockMemSize
 

@@ -8,6 +8,10 @@
 
 namespace ember {
 
+// A string or bytes value of at least a quarter page (1,024 bytes at 4 KiB pages, 2,048 at
+// 8 KiB) is stored out of line, as a BLOB of its table, and read back whole. One longer than a
+// quarter page then takes a page of its own: a table of values just over the threshold takes
+// several times their bytes on disk (a larger page size keeps such values in the row).
 enum class ColumnType : uint8_t { kInt64 = 1, kDouble = 2, kString = 3, kBytes = 4, kBlob = 5 };
 
 struct Column {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "tests/blob/blob_db_util.h"
 #include "tests/db/db_test_util.h"
 

@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
 #include "engine/blob/blob_format.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/page/blob_page.h"
 #include "engine/record/relation.h"
 #include "tests/blob/blob_test_util.h"

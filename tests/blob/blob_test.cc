@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
 #include "engine/blob/blob_format.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/io/fault_file.h"
 #include "engine/io/file.h"
 #include "engine/page/blob_page.h"
@@ -1142,7 +1142,7 @@ TEST_CASE("blob: a crash in the middle of writing a BLOB", "[blob]") {
       VALUE_OR_FAIL(t3->Insert(docs, Row{int64_t(3), std::monostate{}, WriteBlob(t3.get(), small)}));
       REQUIRE_OK(t3->Commit());
     }
-    d->SimulateCrash();
+    d->TEST_SimulateCrash();
     REQUIRE_OK(ff->DropUnsynced());
     w.reset();
     t2.reset();  // a no-op rollback: the database is gone

@@ -58,7 +58,7 @@
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
 #include "engine/blob/blob_format.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/io/fault_file.h"
 #include "engine/page/blob_page.h"
 #include "tests/blob/blob_test_util.h"
@@ -920,7 +920,7 @@ void PowerLossRun(uint64_t seed, int mode, LossModel loss, PowerStats* stats) {
     bool crashed = false, armed = false;
     Step crash_step = Step::kBlobCall;
     auto crash = [&] {
-      d.db->SimulateCrash();
+      d.db->TEST_SimulateCrash();
       crashed = true;
       return false;
     };
@@ -1148,7 +1148,7 @@ TEST_CASE("blob crash: the pages of a BLOB stored by a transaction that died are
         CRASH_REQUIRE_OK(
             impl->cache()->FlushPages(std::span<const page::PageNo>(&header_page, 1)));
       }
-      impl->SimulateCrash();
+      impl->TEST_SimulateCrash();
       t.reset();  // a no-op rollback: the database is gone
     }
     std::unique_ptr<Database> db = ValueOr(Database::Open(path, opts), "reopen after the crash");

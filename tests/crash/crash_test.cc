@@ -3,7 +3,7 @@
 //  1. SIGKILL: a forked child runs random transactions and logs each commit to a side file; the
 //     parent kills it at a random moment, reopens the database and checks that exactly the logged
 //     commits (plus, or minus, the single one in flight) are there, over many kills of one file.
-//  2. Power loss: in process, through io::FaultFile: DropUnsynced() after SimulateCrash() leaves
+//  2. Power loss: in process, through io::FaultFile: DropUnsynced() after TEST_SimulateCrash() leaves
 //     what the last fsync made durable; the committed transactions must all be there, nothing
 //     else. The same again through ReorderFile (reorder_file.h), where each unsynced page write
 //     independently may or may not have reached the disk.
@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/io/fault_file.h"
 #include "tests/crash/child_process.h"
 #include "tests/crash/crash_model.h"
@@ -294,7 +294,7 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
         ++stats->in_flight;
       }
     }
-    d.db->SimulateCrash();
+    d.db->TEST_SimulateCrash();
     RequireWritePath(opts.use_io_uring, d.file()->write_path_counts(), round == 0);
     stats->reverted += d.LosePower(rng);
     if (d.reorder != nullptr) stats->torn += d.reorder->torn();
@@ -494,7 +494,7 @@ void IoErrorCase(Fault fault, uint64_t n, uint64_t seed, const std::string& temp
     INFO("Close on a full disk: " << s.ToString());
     CHECK((s.ok() || ExpectedError(fault, s)));
   } else {
-    d->SimulateCrash();
+    d->TEST_SimulateCrash();
   }
   CRASH_REQUIRE_OK(ff->DropUnsynced());
   d.reset();
@@ -647,7 +647,7 @@ TEST_CASE("crash: a commit that failed at its TIP sync stays rolled back through
     REQUIRE(later.ok() == !sticky);
     const absl::Status rb = failed->Rollback();
     REQUIRE((sticky ? rb.code() == absl::StatusCode::kUnknown : rb.ok()));
-    d.db->SimulateCrash();
+    d.db->TEST_SimulateCrash();
     d.LosePower(rng);
     failed.reset();
     d.db.reset();

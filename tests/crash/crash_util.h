@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/io/fault_file.h"
 #include "tests/crash/reorder_file.h"
 #include "tests/io/temp_dir.h"
@@ -178,7 +178,7 @@ struct PowerLossDb {
 
   io::File* file() const { return fault ? static_cast<io::File*>(fault) : reorder; }
 
-  // Call after db->SimulateCrash(). Returns the page versions ReorderFile reverted.
+  // Call after db->TEST_SimulateCrash(). Returns the page versions ReorderFile reverted.
   uint64_t LosePower(std::mt19937_64& rng) {
     if (reorder != nullptr) {
       reorder->set_tear_percent(kTearPercent);

@@ -582,7 +582,7 @@ TEST_CASE("ddl crash: power loss at a random write of DDL mixed with writes and 
     if (!powered_off) {  // the workload ended first: aim the later cuts within its writes
       max_writes = std::max<uint64_t>(max_writes, counts.io_uring + counts.pwrite);
     }
-    p.db->SimulateCrash();
+    p.db->TEST_SimulateCrash();
     std::mt19937_64 loss(child_seed ^ 0x9E37);
     const uint64_t reverted = p.LosePower(loss);
     p.db.reset();

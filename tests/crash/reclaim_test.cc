@@ -10,7 +10,7 @@
 
 #include "ember/ember.h"
 #include "engine/blob/blob_format.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "tests/db/db_test_util.h"
 
 namespace ember {
@@ -77,7 +77,7 @@ Crashed CrashWithLeaks(const std::string& path) {
     if (!s.ok()) FAIL("flush page " << p << ": " << s.ToString());
   }
   c.leaked_temp_pages = 100000 / 4000;
-  impl->SimulateCrash();
+  impl->TEST_SimulateCrash();
   temp.reset();
   w.reset();
   tx.reset();  // nothing reaches the file any more

@@ -174,7 +174,7 @@ class ReorderFile : public io::File, private io::WriteHook {
   // synced contents or one of its unsynced versions, chosen independently, and with tearing on
   // maybe that version torn over the one before it. Returns how many ranges lost their newest
   // version (wholly or in part). The engine must have dropped its handle's state first
-  // (DatabaseImpl::SimulateCrash).
+  // (DatabaseImpl::TEST_SimulateCrash).
   absl::StatusOr<size_t> PowerLoss(std::mt19937_64& rng) {
     std::lock_guard<std::mutex> g(mu_);
     size_t reverted = 0;

@@ -188,7 +188,7 @@ TEST_CASE("sweep crash: power loss at a random write during sweeps beside writer
       if (tag % 2 == 0 && !db->Sweep().ok()) break;
     }
     if (p.reorder->powered_off()) ++cut;
-    p.db->SimulateCrash();
+    p.db->TEST_SimulateCrash();
     const uint64_t reverted = p.LosePower(rng);
     p.db.reset();
     if (crashtest::Verbosity() >= 2) {

@@ -19,7 +19,7 @@
 
 #include "ember/ember.h"
 #include "engine/blob/blob_format.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/page/data_page.h"
 #include "engine/page/header_page.h"
 #include "engine/page/page.h"

@@ -31,7 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/doublewrite.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/page/blob_page.h"
 #include "engine/page/doublewrite_page.h"
@@ -554,7 +554,7 @@ void Measure(const crashtest::ScratchDir& dir, Base* b, const Model& m, const Ri
   REQUIRE(rep.ok());
   REQUIRE(rep.unreachable_pages.empty());
   b->validate_pages = trace->Take();
-  d->SimulateCrash();  // the copy is scratch: nothing more needs writing
+  d->TEST_SimulateCrash();  // the copy is scratch: nothing more needs writing
   d.reset();
 
   const uint32_t pages = static_cast<uint32_t>(b->bytes.size() / kPs);
@@ -778,7 +778,7 @@ TEST_CASE("corruption: bit flips and torn pages in every page type are repaired 
     std::string older = testing::ReadFileBytes(path);  // as Open left it
     LastChange(db.get(), &m, &r);
     if (dw) {
-      Impl(db.get())->SimulateCrash();
+      Impl(db.get())->TEST_SimulateCrash();
     } else {
       REQUIRE_OK(db->Close());
     }

@@ -8,7 +8,7 @@
 
 #include "ember/ember.h"
 #include "engine/cache/buffer_cache.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/page/data_page.h"
 #include "engine/record/record_format.h"
 

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "ember/ember.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/page/page.h"
 #include "engine/util/coding.h"
 #include "tests/db/db_test_util.h"

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "tests/db/db_test_util.h"
 
 namespace ember {
@@ -275,7 +275,7 @@ TEST_CASE("A crash after a drop, before its pages were freed, loses nothing", "[
     REQUIRE_OK(db->DropTable("a"));
     REQUIRE_OK(db->DropIndex("b_k"));
     REQUIRE_OK(db->SetIndexActive("b_id", false));
-    static_cast<db::DatabaseImpl*>(db.get())->SimulateCrash();
+    static_cast<db::DatabaseImpl*>(db.get())->TEST_SimulateCrash();
     old.reset();
     db.reset();
   }

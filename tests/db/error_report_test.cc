@@ -10,7 +10,7 @@
 
 #include "ember/ember.h"
 #include "engine/cache/page_space.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/db/garbage_collector.h"
 #include "tests/db/damage_util.h"
 #include "tests/db/db_test_util.h"

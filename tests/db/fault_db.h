@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/io/fault_file.h"
 #include "tests/db/db_test_util.h"
 

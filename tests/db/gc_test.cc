@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
 #include "engine/cache/buffer_cache.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/page/data_page.h"
 #include "engine/page/page.h"
 #include "engine/record/record_format.h"
@@ -596,7 +596,7 @@ TEST_CASE("gc: an index entry not dropped yet, to a line another record's back v
   record::Collected c;
   {
     std::lock_guard<std::mutex> g(impl->RecordMutex(ts->id, a));
-    c = VALUE_OR_FAIL(rel->Collect(a, impl->GcHorizon(), db::kGcMarkTxn, &unlinked));
+    c = VALUE_OR_FAIL(rel->Collect(a, impl->GcHorizon(), cache::kNoOwnerMark, &unlinked));
   }
   REQUIRE(c.record_gone);
   erase(b);
@@ -627,9 +627,9 @@ TEST_CASE("gc: an index entry not dropped yet, to a line another record's back v
   {
     std::lock_guard<std::mutex> g(impl->RecordMutex(ts->id, a));
     uint64_t dropped_keys = 0;
-    REQUIRE_OK(impl->DropKeys(ts, a, c.going, &c.staying, db::kGcMarkTxn, &dropped_keys));
+    REQUIRE_OK(impl->DropKeys(ts, a, c.going, &c.staying, cache::kNoOwnerMark, &dropped_keys));
   }
-  REQUIRE_OK(rel->FreeUnlinked(&unlinked, db::kGcMarkTxn));
+  REQUIRE_OK(rel->FreeUnlinked(&unlinked, cache::kNoOwnerMark));
   REQUIRE_OK(f.db->CollectGarbage());
   auto txn = f.Begin();
   Model m{{n, Row{int64_t{1}, int64_t{1}, std::string("n")}}};

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ember/ember.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/index/btree.h"
 #include "tests/db/db_test_util.h"
 #include "tests/db/fault_db.h"
@@ -223,7 +223,7 @@ TEST_CASE("index build: writers of other tables go on during a build, its own ta
   // The build stops at its hook until the writers are done (or have had 60 s).
   auto* impl = static_cast<db::DatabaseImpl*>(db.get());
   std::atomic<int> phase{0};  // 1: the build is inside; 2: let it go on
-  impl->SetIndexBuildHookForTest([&] {
+  impl->TEST_SetIndexBuildHook([&] {
     phase.store(1);
     for (int i = 0; i < 60000 && phase.load() != 2; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -260,7 +260,7 @@ TEST_CASE("index build: writers of other tables go on during a build, its own ta
   phase.store(2);
   builder.join();
   writer.join();
-  impl->SetIndexBuildHookForTest(nullptr);
+  impl->TEST_SetIndexBuildHook(nullptr);
   REQUIRE_OK(built.status());
   auto txn = VALUE_OR_FAIL(db->Begin());
   auto hit = VALUE_OR_FAIL(txn->Lookup(*built, {int64_t{-1}}));

@@ -18,7 +18,7 @@
 #include <random>
 #include <string>
 
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/io/fault_file.h"
 #include "tests/crash/crash_util.h"
 #include "tests/db/db_test_util.h"
@@ -154,7 +154,7 @@ void MassUpdateCrashRound(const std::string& template_path, const std::string& p
   if (kill.dead_disk_at != 0) ff->FailWriteAfter(kill.dead_disk_at, EIO, /*sticky=*/true);
   bool crashed = false;
   auto crash = [&] {
-    d->SimulateCrash();
+    d->TEST_SimulateCrash();
     crashed = true;
   };
   for (int pass = 0; pass < 3 && !crashed; ++pass) {

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "ember/ember.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "tests/db/db_test_util.h"
 
 namespace ember {
@@ -110,7 +110,7 @@ TEST_CASE("owner lock: released by Close, by destruction, by a failed Open, by a
   }
   SECTION("a simulated crash") {
     auto db = OpenOrFail(tmp.path(), Options{});
-    dynamic_cast<db::DatabaseImpl*>(db.get())->SimulateCrash();
+    dynamic_cast<db::DatabaseImpl*>(db.get())->TEST_SimulateCrash();
     REQUIRE_OK(OpenOrFail(tmp.path(), Options{})->Close());
   }
 }

@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "tests/db/big_table.h"
 #include "tests/db/db_test_util.h"
 #include "tests/db/fault_db.h"
@@ -434,7 +434,7 @@ TEST_CASE("sweep: a power loss at any sync of a sweep loses nothing and revives 
       so.workers = 2;
       completed = db->Sweep(so).ok() && ff->syncs() - synced < k;
       tried = k;
-      d->SimulateCrash();
+      d->TEST_SimulateCrash();
       ff->FailSyncAfter(0, 0);
       REQUIRE_OK(ff->DropUnsynced());
       d.reset();

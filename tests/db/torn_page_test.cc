@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/io/fault_file.h"
 #include "tests/db/db_test_util.h"
 
@@ -118,7 +118,7 @@ Outcome Round(uint32_t ps, bool doublewrite, uint64_t seed) {
       if (!ok(c)) break;
     }
     before = testing::ReadFileBytes(tmp.path());
-    d->SimulateCrash();
+    d->TEST_SimulateCrash();
     ff->FailSyncAfter(0, 0);
     REQUIRE_OK(ff->DropUnsynced());
     d.reset();

@@ -7,7 +7,7 @@
 
 #include "ember/ember.h"
 #include "engine/blob/blob_format.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/page/blob_page.h"
 #include "engine/util/coding.h"
 #include "tests/db/db_test_util.h"

@@ -8,7 +8,7 @@
 
 #include "ember/ember.h"
 #include "engine/backup/backup_format.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace ember;

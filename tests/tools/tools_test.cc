@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "ember/ember.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "tests/crash/child_process.h"
 #include "tests/db/damage_util.h"
 #include "tests/db/db_test_util.h"

@@ -19,7 +19,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/index/btree_build.h"
 #include "engine/record/record_format.h"
 #include "engine/sort/key_sorter.h"
@@ -82,6 +82,151 @@ bool KeyOverMax(const IndexState& ix, const Row& row, const std::string& key, ui
   return false;
 }
 
+// One work item of the scan: every key of every non-dead version of the records on data page
+// sequences [first, end) into the worker's sorter, as (entry, flag) with kUniqueKey and the key
+// length (exactly what the incremental path inserts).
+class KeyScanner {
+ public:
+  KeyScanner(const IndexState& ix, txn::TxnManager* txns, uint32_t max_key, sort::RunBuilder* out)
+      : ix_(ix), t_(*ix.table), txns_(txns), max_key_(max_key), out_(out),
+        ncols_(ix.table->schema.columns.size()) {}
+
+  absl::Status Scan(uint32_t first, uint32_t end, const worker::TaskContext& ctx) {
+    record::Relation* rel = t_.relation.get();
+    rel->PrefetchPages(first, end - first);
+    for (uint32_t seq = first; seq < end && !ctx.cancelled(); ++seq) {
+      absl::Status vs = rel->ForEachVersionOnPage(
+          seq,
+          [this](uint64_t rec, uint64_t writer, bool deleted, std::string_view raw) {
+            return Version(rec, writer, deleted, raw);
+          },
+          &at_);
+      if (!bad_.ok()) return bad_;
+      if (!vs.ok()) return vs;
+    }
+    return Flush();
+  }
+
+ private:
+  // False (bad_ set) to stop the walk.
+  bool Version(uint64_t rec, uint64_t writer, bool deleted, std::string_view raw) {
+    if (rec != cur_) {
+      if (bad_ = Flush(); !bad_.ok()) return false;
+      cur_ = rec;
+      newest_seen_ = false;
+    }
+    const bool live = txns_->StateOf(writer) != txn::kCnDead;
+    if (!deleted) {
+      // An index without this version's key would be silently incomplete: refuse.
+      if (absl::Status ds = record::DecodeRow(raw, ncols_, &row_); !ds.ok()) {
+        bad_ = internal::UndecodableVersion(t_, rec, at_, ds);
+        return false;
+      }
+      if (nkeys_ == keys_.size()) keys_.emplace_back();
+      std::string& entry = keys_[nkeys_].first;
+      const bool has_null = internal::EncodeIndexKey(ix_, row_, &entry);
+      const uint64_t key_len = entry.size();
+      if (KeyOverMax(ix_, row_, entry, max_key_)) {
+        if (!live) return true;  // rolled back: nobody reads it, so it needs no entry
+        bad_ = KeyTooLong(ix_, rec, max_key_);
+        return false;
+      }
+      internal::AppendRecordNumber(rec, &entry);
+      keys_[nkeys_].second =
+          key_len << kKeyLenShift | (live && !newest_seen_ && !has_null ? kUniqueKey : 0);
+      ++nkeys_;
+    }
+    if (live) newest_seen_ = true;
+    return true;
+  }
+
+  // The record's entries to the sorter; versions with the same key make one entry (with the
+  // flag of any).
+  absl::Status Flush() {
+    if (nkeys_ > 1) std::sort(keys_.begin(), keys_.begin() + static_cast<ptrdiff_t>(nkeys_));
+    for (size_t i = 0; i < nkeys_; ++i) {
+      uint64_t v = keys_[i].second;
+      while (i + 1 < nkeys_ && keys_[i + 1].first == keys_[i].first) v |= keys_[++i].second;
+      if (absl::Status as = out_->Add(keys_[i].first, v); !as.ok()) return as;
+    }
+    nkeys_ = 0;
+    return absl::OkStatus();
+  }
+
+  const IndexState& ix_;
+  const TableState& t_;
+  txn::TxnManager* txns_;
+  const uint32_t max_key_;
+  sort::RunBuilder* out_;
+  const size_t ncols_;
+  // The entries of the record being read: keys_[0, nkeys_), buffers kept from record to record.
+  std::vector<std::pair<std::string, uint64_t>> keys_;
+  size_t nkeys_ = 0;
+  uint64_t cur_ = ~uint64_t{0};  // no record yet
+  bool newest_seen_ = false;
+  Row row_;
+  std::pair<page::PageNo, uint16_t> at_;  // where the version being read is
+  absl::Status bad_;
+};
+
+// The merge of key range `r` of `ranges` into the range's leaves, summarised for the checks
+// across ranges; a unique index's duplicate inside the range fails it.
+absl::Status MergeRange(const IndexState& ix, sort::Merger& merger,
+                        const std::vector<sort::SplitPoint>& splitters, size_t r,
+                        index::BulkBuild& bulk, const worker::TaskContext& ctx,
+                        RangeSummary& sum) {
+  const sort::SplitPoint* lo = r == 0 ? nullptr : &splitters[r - 1];
+  const sort::SplitPoint* hi = r == splitters.size() ? nullptr : &splitters[r];
+  return merger.MergeRange(lo, hi, [&](std::string_view entry, uint64_t flag) -> absl::Status {
+    if ((sum.entries & 0xFFF) == 0 && ctx.cancelled()) {
+      return absl::CancelledError("index build cancelled");
+    }
+    const std::string_view key = entry.substr(0, flag >> kKeyLenShift);
+    if (sum.entries == 0) {
+      sum.first_key.assign(key);
+      sum.distinct = 1;
+    } else if (key != sum.last_key) {
+      ++sum.distinct;
+    }
+    if (flag & kUniqueKey) {
+      if (!sum.has_unique) {
+        sum.has_unique = true;
+        sum.first_unique.assign(key);
+      } else if (ix.schema.unique && key == sum.last_unique) {
+        return internal::DuplicateKeyError(ix, key);
+      }
+      sum.last_unique.assign(key);
+    }
+    sum.last_key.assign(key);
+    ++sum.entries;
+    return bulk.Add(static_cast<int>(r), entry, 0);
+  });
+}
+
+// Across ranges: a key can straddle a splitter. The stream is sorted, so two kUniqueKey
+// entries with the same key, one on each side, have only that key between them. Counts the
+// entries and distinct keys of all ranges.
+absl::Status JoinRanges(const IndexState& ix, const std::vector<RangeSummary>& sums,
+                        uint64_t* entries, uint64_t* distinct) {
+  std::string_view prev_unique, prev_key;
+  bool have_unique = false, have_key = false;
+  for (const RangeSummary& sum : sums) {
+    if (sum.entries == 0) continue;
+    *entries += sum.entries;
+    *distinct += sum.distinct - (have_key && sum.first_key == prev_key ? 1 : 0);
+    if (ix.schema.unique && have_unique && sum.has_unique && sum.first_unique == prev_unique) {
+      return internal::DuplicateKeyError(ix, prev_unique);
+    }
+    if (sum.has_unique) {
+      prev_unique = sum.last_unique;
+      have_unique = true;
+    }
+    prev_key = sum.last_key;
+    have_key = true;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexBuildOptions& opt,
@@ -98,17 +243,13 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
     stats->workers = 1;
     return s;
   }
-  TableState* t = ix->table;
-  record::Relation* rel = t->relation.get();
-  const size_t ncols = t->schema.columns.size();
-  const uint32_t nseq = rel->PageSequences();
-  const uint32_t max_key = max_key_size();
+  const uint32_t nseq = ix->table->relation->PageSequences();
   worker::WorkerPool* pool = workers();
   // sort_memory_limit holds for the workers together: each sorts in an equal share of it, of
   // at least kMinSortShare, so a limit too small for every worker to have one is sorted by
   // fewer workers (limit / kMinSortShare of them, at least one: the limit is never below it).
   const int w = std::min(
-      pool->WorkersFor(opt.workers > 0 ? opt.workers : options_.parallel_workers),
+      WorkersFor(opt.workers),
       static_cast<int>(std::clamp<uint64_t>(options_.sort_memory_limit / kMinSortShare, 1,
                                             uint64_t{1} << 20)));
   stats->workers = w;
@@ -120,72 +261,12 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
   for (int i = 0; i < w; ++i) {
     sorters.push_back(std::make_unique<sort::RunBuilder>(temp_.get(), share));
   }
-  constexpr uint32_t kChunk = internal::kReadAhead;  // page sequences per work item
-  const size_t chunks = (nseq + kChunk - 1) / kChunk;
-  absl::Status s = pool->Run(w, chunks, [&](size_t item, const worker::TaskContext& ctx) {
-    sort::RunBuilder& out = *sorters[static_cast<size_t>(ctx.worker)];
-    const uint32_t first = static_cast<uint32_t>(item) * kChunk;
-    const uint32_t end = std::min(nseq, first + kChunk);
-    rel->PrefetchPages(first, end - first);
-    // The entries of the record being read: keys[0, nkeys), buffers kept from record to record.
-    std::vector<std::pair<std::string, uint64_t>> keys;
-    size_t nkeys = 0;
-    uint64_t cur = ~uint64_t{0};  // no record yet
-    bool newest_seen = false;
-    Row row;
-    // Versions with the same key make one entry (with the flag of any).
-    auto flush = [&]() -> absl::Status {
-      if (nkeys > 1) {
-        std::sort(keys.begin(), keys.begin() + static_cast<ptrdiff_t>(nkeys));
-      }
-      for (size_t i = 0; i < nkeys; ++i) {
-        uint64_t v = keys[i].second;
-        while (i + 1 < nkeys && keys[i + 1].first == keys[i].first) v |= keys[++i].second;
-        if (absl::Status as = out.Add(keys[i].first, v); !as.ok()) return as;
-      }
-      nkeys = 0;
-      return absl::OkStatus();
-    };
-    for (uint32_t seq = first; seq < end && !ctx.cancelled(); ++seq) {
-      absl::Status bad;
-      std::pair<page::PageNo, uint16_t> at;
-      absl::Status vs = rel->ForEachVersionOnPage(
-          seq,
-          [&](uint64_t rec, uint64_t writer, bool deleted, std::string_view raw) {
-            if (rec != cur) {
-              if (bad = flush(); !bad.ok()) return false;
-              cur = rec;
-              newest_seen = false;
-            }
-            const bool live = txns_->StateOf(writer) != txn::kCnDead;
-            if (!deleted) {
-              // An index without this version's key would be silently incomplete: refuse.
-              if (absl::Status ds = record::DecodeRow(raw, ncols, &row); !ds.ok()) {
-                bad = internal::UndecodableVersion(*t, rec, at, ds);
-                return false;
-              }
-              if (nkeys == keys.size()) keys.emplace_back();
-              std::string& entry = keys[nkeys].first;
-              const bool has_null = internal::EncodeIndexKey(*ix, row, &entry);
-              const uint64_t key_len = entry.size();
-              if (KeyOverMax(*ix, row, entry, max_key)) {
-                if (!live) return true;  // rolled back: nobody reads it, so it needs no entry
-                bad = KeyTooLong(*ix, rec, max_key);
-                return false;
-              }
-              internal::AppendRecordNumber(rec, &entry);
-              keys[nkeys].second =
-                  key_len << kKeyLenShift | (live && !newest_seen && !has_null ? kUniqueKey : 0);
-              ++nkeys;
-            }
-            if (live) newest_seen = true;
-            return true;
-          },
-          &at);
-      if (!bad.ok()) return bad;
-      if (!vs.ok()) return vs;
-    }
-    return flush();
+  const std::vector<worker::Chunk> chunks =
+      worker::CutChunks(std::span<const uint32_t>(&nseq, 1), internal::kReadAhead);
+  const uint32_t max_key = max_key_size();
+  absl::Status s = pool->Run(w, chunks.size(), [&](size_t i, const worker::TaskContext& ctx) {
+    KeyScanner scan(*ix, txns_.get(), max_key, sorters[static_cast<size_t>(ctx.worker)].get());
+    return scan.Scan(chunks[i].first, chunks[i].end, ctx);
   });
   stats->scan_seconds = Since(t0);
   if (!s.ok()) return s;
@@ -204,63 +285,15 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
   for (auto& b : sorters) runs.push_back(b.get());
   sort::Merger merger(runs);
   const std::vector<sort::SplitPoint> splitters = merger.Splitters(w);
-  const int ranges = static_cast<int>(splitters.size()) + 1;
+  const size_t ranges = splitters.size() + 1;
   index::BulkBuild bulk(cache_.get(), space_.get(), 0, static_cast<uint16_t>(ix->id), txn,
-                        ix->btree()->root(), ranges, opt.fill_percent);
-  std::vector<RangeSummary> sums(static_cast<size_t>(ranges));
-  s = pool->Run(w, static_cast<size_t>(ranges), [&](size_t r, const worker::TaskContext& ctx) {
-    RangeSummary& sum = sums[r];
-    const sort::SplitPoint* lo = r == 0 ? nullptr : &splitters[r - 1];
-    const sort::SplitPoint* hi = r + 1 == static_cast<size_t>(ranges) ? nullptr : &splitters[r];
-    return merger.MergeRange(lo, hi, [&](std::string_view entry, uint64_t flag) -> absl::Status {
-      if ((sum.entries & 0xFFF) == 0 && ctx.cancelled()) {
-        return absl::CancelledError("index build cancelled");
-      }
-      const std::string_view key = entry.substr(0, flag >> kKeyLenShift);
-      if (sum.entries == 0) {
-        sum.first_key.assign(key);
-        sum.distinct = 1;
-      } else if (key != sum.last_key) {
-        ++sum.distinct;
-      }
-      if (flag & kUniqueKey) {
-        if (!sum.has_unique) {
-          sum.has_unique = true;
-          sum.first_unique.assign(key);
-        } else if (ix->schema.unique && key == sum.last_unique) {
-          return absl::AlreadyExistsError(
-              absl::StrCat("unique index ", ix->schema.name, ": table ", t->schema.name,
-                           " has duplicate key ", internal::KeyText(*ix, key)));
-        }
-        sum.last_unique.assign(key);
-      }
-      sum.last_key.assign(key);
-      ++sum.entries;
-      return bulk.Add(static_cast<int>(r), entry, 0);
-    });
+                        ix->btree()->root(), static_cast<int>(ranges), opt.fill_percent);
+  std::vector<RangeSummary> sums(ranges);
+  s = pool->Run(w, ranges, [&](size_t r, const worker::TaskContext& ctx) {
+    return MergeRange(*ix, merger, splitters, r, bulk, ctx, sums[r]);
   });
-  // Across ranges: a key can straddle a splitter. The stream is sorted, so two kUniqueKey
-  // entries with the same key, one on each side, have only that key between them.
-  std::string_view prev_unique, prev_key;
-  bool have_unique = false, have_key = false;
   uint64_t entries = 0, distinct = 0;
-  for (const RangeSummary& sum : sums) {
-    if (!s.ok()) break;
-    if (sum.entries == 0) continue;
-    entries += sum.entries;
-    distinct += sum.distinct - (have_key && sum.first_key == prev_key ? 1 : 0);
-    if (ix->schema.unique && have_unique && sum.has_unique && sum.first_unique == prev_unique) {
-      s = absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name, ": table ",
-                                                t->schema.name, " has duplicate key ",
-                                                internal::KeyText(*ix, prev_unique)));
-    }
-    if (sum.has_unique) {
-      prev_unique = sum.last_unique;
-      have_unique = true;
-    }
-    prev_key = sum.last_key;
-    have_key = true;
-  }
+  if (s.ok()) s = JoinRanges(*ix, sums, &entries, &distinct);
   stats->merge_seconds = Since(t0);
 
   // --- finish
@@ -336,10 +369,7 @@ absl::Status DatabaseImpl::BuildIndexByInserts(IndexState* ix, uint64_t txn, Ind
       if (!s.ok()) return s;
       if (!too_long.ok()) return too_long;
       if (dup) {
-        return absl::AlreadyExistsError(absl::StrCat("unique index ", ix->schema.name,
-                                                     ": table ", ix->table->schema.name,
-                                                     " has duplicate key ",
-                                                     internal::KeyText(*ix, dup_key)));
+        return internal::DuplicateKeyError(*ix, dup_key);
       }
       for (const std::string& key : keys) {
         absl::Status is = ix->btree()->Insert(internal::IndexEntry(key, rec), 0, txn);

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/blob/blob_format.h"
 #include "engine/blob/stored_blobs.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/page/blob_page.h"
 #include "engine/page/doublewrite_page.h"

@@ -1,5 +1,6 @@
-// The engine's implementation of the public API: the database object, its catalog of tables
-// and indexes, and the per-table / per-index state behind the public Table and Index handles.
+// DatabaseImpl, the engine's implementation of ember::Database: its files, cache, transactions,
+// catalog of tables and indexes, DDL, garbage collection, sweep, validation and index builds.
+// Defined in database_{impl,open,ddl,gc,sweep,validate,index_build}.cc, one file per part.
 #pragma once
 #include <array>
 #include <atomic>
@@ -18,9 +19,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "ember/database.h"
-#include "engine/db/background_errors.h"
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
+#include "engine/db/background_errors.h"
+#include "engine/db/backup_source.h"
+#include "engine/db/index_key.h"
+#include "engine/db/table_state.h"
 #include "engine/index/btree.h"
 #include "engine/io/file.h"
 #include "engine/io/owner_lock.h"
@@ -32,130 +36,13 @@
 #include "engine/worker/worker_pool.h"
 
 namespace ember {
-namespace internal {
-
-struct IndexState;
-
-struct TableState {
-  uint32_t id = 0;
-  uint64_t catalog_rec = 0;  // its row in the catalog (relation 0)
-  TableSchema schema;
-  // The DDL transaction dropping the table (0: none). Set before that transaction commits,
-  // under catalog_mu_ and rows_mu held exclusively: no write starts afterwards, and a
-  // snapshot sees the table gone once it sees that transaction committed (DropTable).
-  std::atomic<uint64_t> drop_txn{0};
-  // Active transactions that have changed rows of the table (a drop waits for none).
-  std::atomic<int> writers{0};
-  std::unique_ptr<record::Relation> relation;
-  // Held shared by every change of the table's rows together with their index entries (a
-  // write with its keys, an undo, a collection of its records) and exclusively by a build of
-  // one of its indexes: no change misses an index being built, and readers never wait for it.
-  // Taken after DatabaseImpl::catalog_mu_ (shared) where both are held.
-  mutable std::shared_mutex rows_mu;
-  std::vector<IndexState*> indexes;  // guarded by rows_mu (changed only under ddl_mu_ too)
-  Table handle() { return Table(this); }
-  static TableState* From(const Table& t) { return t.state_; }
-  // Whether a row can name a stored BLOB: a BLOB column, or a string/bytes value stored out of
-  // line. Tables without such columns skip all BLOB bookkeeping when versions go.
-  bool names_blobs() const {
-    for (const Column& c : schema.columns) {
-      if (c.type == ColumnType::kBlob || c.type == ColumnType::kString ||
-          c.type == ColumnType::kBytes) {
-        return true;
-      }
-    }
-    return false;
-  }
-  // The zstd level of column `i` for values it stores out of line (0: uncompressed).
-  int zstd_level(size_t i) const {
-    return i < schema.columns.size() ? schema.columns[i].zstd_level : 0;
-  }
-  // Adds the stored BLOBs of this table that raw row `raw` names (BLOB fields and values kept
-  // out of line) to `ids`. The error of a row that does not decode (see UndecodableVersion).
-  absl::Status AddBlobIds(std::string_view raw, absl::flat_hash_set<uint64_t>* ids) const;
-  // The relation's damage (Relation::damage) as the error of `what` ("sweep", "backup") of
-  // this table, for the calls that do every other table first; OK when undamaged.
-  absl::Status DamageFor(absl::string_view what) const;
-};
-
-// DataLoss for a version of record `rec` of table `t` that does not decode as a row (`cause`):
-// names the table, the record, and the page and line of the version (`at`; when unknown, those
-// of the record's primary version). Every reader that needs a version's columns (index build
-// and maintenance, unique checks, garbage collection, Validate) reports such damage this way
-// rather than skipping the version.
-absl::Status UndecodableVersion(const TableState& t, uint64_t rec,
-                                std::optional<std::pair<page::PageNo, uint16_t>> at,
-                                const absl::Status& cause);
-
-struct IndexState {
-  uint32_t id = 0;
-  uint64_t catalog_rec = 0;  // its row in the catalog
-  IndexSchema schema;
-  TableState* table = nullptr;
-  std::vector<size_t> key_columns;  // positions in the table's columns
-  // The tree, or null while the index is inactive. Trees of earlier activations stay in
-  // `trees` until Close (a reader that started before a deactivation may still hold one; its
-  // pages are freed once no snapshot that could read it is left, see DatabaseImpl::ReapDropped).
-  index::BTree* btree() const { return tree_.load(std::memory_order_acquire); }
-  void SetTree(std::unique_ptr<index::BTree> t) {  // REQUIRES: DatabaseImpl::ddl_mu_ held
-    tree_.store(t.get(), std::memory_order_release);
-    if (t) trees.push_back(std::move(t));
-  }
-  std::atomic<index::BTree*> tree_{nullptr};
-  std::vector<std::unique_ptr<index::BTree>> trees;
-  // False while the index is being built: GetIndex does not find it yet.
-  std::atomic<bool> ready{true};
-  // Inactive (SetIndexActive false): no tree, not maintained, not usable for reads.
-  std::atomic<bool> active{true};
-  // The DDL transaction dropping the index (0: none); set as TableState::drop_txn is.
-  std::atomic<uint64_t> drop_txn{0};
-  std::mutex stats_mu;
-  IndexStats stats;  // guarded by stats_mu: its last build's
-  Index handle() { return Index(this); }
-  static IndexState* From(const Index& ix) { return ix.state_; }
-};
-
-// Encodes the key columns of `row` (order-preserving; NULL sorts first). Returns whether any key
-// column is NULL (such keys are exempt from uniqueness, as in SQL).
-bool EncodeIndexKey(const IndexState& ix, const Row& row, std::string* key);
-// Key `key` of `ix` (its encoded key columns, as EncodeIndexKey makes them) as the values it
-// holds, for messages: "(name, id)=('alice', 42)"; strings quoted and escaped, bytes in hex,
-// both cut at 64 bytes (then "...' (N bytes)").
-std::string KeyText(const IndexState& ix, std::string_view key);
-// The prefix of a key given as values for the first key columns (for lookups and ranges).
-absl::Status EncodeKeyPrefix(const IndexState& ix, const Row& values, std::string* key);
-// Full B-tree entry key: the encoded columns, then the record number as a byte count (1-8) and
-// that many big-endian bytes (no high zero bytes). Entries order by key, then by record number.
-// The tree's value is 0: the key carries the record (docs/format.md, "Index entries").
-std::string IndexEntry(std::string_view key, uint64_t rec);
-// Appends what IndexEntry puts after the key.
-void AppendRecordNumber(uint64_t rec, std::string* entry);
-// The longest encoded key (all key columns, before IndexEntry appends the record number) an
-// index takes with pages of `page_size` (Database::max_key_size).
-uint32_t MaxIndexKey(uint32_t page_size);
-// Entries a seek for one key copies from its leaf (lookups, unique checks): that key's entries
-// (usually one version's, a few when older versions had the same key) and the next key's,
-// which ends the scan.
-constexpr size_t kPointSeekBatch = 3;
-// Data pages read ahead at a time by a scan and by a rollback's sweep over its records in
-// record order (one read per run of consecutive pages: a whole extent).
-constexpr uint32_t kReadAhead = 32;
-// Splits an entry of `ix` into its key part (the encoded columns) and its record number. False
-// when it does not parse.
-bool ParseIndexEntry(const IndexState& ix, std::string_view entry, std::string_view* key,
-                     uint64_t* rec);
-
-}  // namespace internal
-
 namespace db {
 
 class GarbageCollector;
-struct ValidateWalk;  // what Validate has found so far (validate.cc)
+struct ValidateWalk;  // what Validate has found so far (database_validate.cc)
 
-// Mark id for pages changed by garbage collection (no transaction owns them).
-constexpr uint64_t kGcMarkTxn = record::kNoOwnerMark;
 
-class DatabaseImpl : public Database {
+class DatabaseImpl : public Database, public BackupSource {
  public:
   // Opens over an already opened file (tests pass a fault-injecting one).
   static absl::StatusOr<std::unique_ptr<DatabaseImpl>> OpenFile(std::unique_ptr<io::File> file,
@@ -185,7 +72,15 @@ class DatabaseImpl : public Database {
   absl::Status CollectGarbage() override;
   absl::StatusOr<SweepResult> Sweep(const SweepOptions& options) override;
   absl::StatusOr<BackupResult> Backup(const std::string& path,
-                                      const BackupOptions& options) override;  // backup/
+                                      const BackupOptions& options) override;
+  // BackupSource: what engine/backup reads of the database.
+  absl::StatusOr<Snapshot> BeginSnapshot() override;
+  uint32_t page_size() const override { return cache_->page_size(); }
+  int WorkersFor(int requested) const override;
+  std::unique_ptr<blob::TxnBlobs> SnapshotBlobs(uint64_t txn) override;
+  std::shared_lock<std::shared_mutex> LockCatalogShared() override {
+    return std::shared_lock<std::shared_mutex>(catalog_mu_);
+  }
   absl::Status SetSweepInterval(uint64_t interval) override;
   // At each Begin: starts one background sweep when the gap between the oldest snapshot and
   // the OIT passes the sweep interval in effect (sweep_interval_; 0: never). Cheap when there
@@ -212,14 +107,14 @@ class DatabaseImpl : public Database {
     if (pending_drop_count_.load(std::memory_order_acquire) > 0) ReapDropped(false);
   }
 
-  // Database::Open's lock on the file (io/owner_lock.h), released by Close (or SimulateCrash).
+  // Database::Open's lock on the file (io/owner_lock.h), released by Close (or TEST_SimulateCrash).
   void TakeOwnerLock(std::unique_ptr<io::OwnerLock> lock) { owner_lock_ = std::move(lock); }
 
   // For crash tests: drops the cache and everything in memory without writing anything, as if
   // the process died. The object is unusable afterwards.
-  void SimulateCrash();
+  void TEST_SimulateCrash();
   // Tests: called by every index build once it holds the table (to run things beside it).
-  void SetIndexBuildHookForTest(std::function<void()> hook) { build_hook_ = std::move(hook); }
+  void TEST_SetIndexBuildHook(std::function<void()> hook) { build_hook_ = std::move(hook); }
   // Stores a BLOB of no bytes as a BLOB record, as builds before the empty BLOB was id 0 did:
   // tests make the databases those builds left (set before any transaction stores a BLOB).
   bool TEST_store_empty_blobs = false;
@@ -229,8 +124,8 @@ class DatabaseImpl : public Database {
   txn::TxnManager* txns() { return txns_.get(); }
   io::File* file() { return file_.get(); }
   io::TempSpace* temp_space() { return temp_.get(); }
-  // The parallel workers of index builds (and sweeps).
-  worker::WorkerPool* workers() { return workers_.get(); }
+  // The parallel workers of index builds, sweeps and backups.
+  worker::WorkerPool* workers() override { return workers_.get(); }
   // An empty undo log for a new transaction: one an ended transaction gave back, with its
   // memory (image vectors, chunk maps, arena) still mapped and faulted in, so that a
   // transaction's statements cost the same whatever the allocator, the kernel's huge pages and
@@ -287,7 +182,7 @@ class DatabaseImpl : public Database {
   bool open_for_gc() const { return open_.load(std::memory_order_acquire); }
   // FailedPrecondition "database ... is closed" after Close: what every call on the database,
   // its transactions, cursors and BLOB readers and writers returns from then on.
-  absl::Status CheckOpen() const;
+  absl::Status CheckOpen() const override;
 
  private:
   friend class TransactionImpl;
@@ -304,9 +199,12 @@ class DatabaseImpl : public Database {
   // `root` 0: an inactive index.
   absl::StatusOr<internal::IndexState*> AddIndexState(uint32_t id, const IndexSchema& schema,
                                                       page::PageNo root, uint64_t catalog_rec);
+  // CreateIndex (`active`: built) and CreateInactiveIndex.
+  absl::StatusOr<Index> DefineIndex(const IndexSchema& schema, const IndexBuildOptions& build,
+                                    bool active);
   // The catalog row of an index as it is now (its tree, or inactive).
   std::string IndexCatalogRow(const internal::IndexState& ix) const;
-  // DDL (ddl.cc). Replaces (raw null: deletes) catalog record `rec` for DDL transaction `txn`.
+  // DDL (database_ddl.cc). Replaces (raw null: deletes) catalog record `rec` for DDL transaction `txn`.
   absl::Status WriteCatalogRow(uint64_t txn, uint64_t rec, const std::string* raw);
   // The index `name` for a DDL call (ready, not dropped), or NotFound.
   absl::StatusOr<internal::IndexState*> IndexForDdl(std::string_view name);
@@ -325,7 +223,7 @@ class DatabaseImpl : public Database {
   // Frees the pages of `d`; the walk first, then the frees under catalog_mu_ (Validate sees
   // the pages either reachable through pending_drops_ or free).
   absl::Status FreeDropped(const PendingDrop& d);
-  // The bulk build of `ix` over its table for DDL transaction `txn` (index_build.cc): nothing
+  // The bulk build of `ix` over its table for DDL transaction `txn` (database_index_build.cc): nothing
   // for an empty table, the table's damage (Relation::damage) for a damaged one.
   // REQUIRES: the table's rows lock held exclusively.
   absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn, const IndexBuildOptions& opt,
@@ -333,7 +231,7 @@ class DatabaseImpl : public Database {
   absl::Status BuildIndexByInserts(internal::IndexState* ix, uint64_t txn, IndexStats* stats);
   // CollectGarbage's work: every table's garbage, now.
   absl::Status CollectAll();
-  // Validate's steps (validate.cc), in order, each adding what it finds to the walk.
+  // Validate's steps (database_validate.cc), in order, each adding what it finds to the walk.
   // The pages every database has: the header, the PIPs and the TIP chain.
   void ListFixedPages(ValidateWalk* w);
   // REQUIRES catalog_mu_ held (this and the next). The catalog's and every table's relation
@@ -359,11 +257,8 @@ class DatabaseImpl : public Database {
   std::unique_ptr<record::Relation> catalog_;  // relation 0
   std::unique_ptr<io::TempSpace> temp_;
   std::unique_ptr<worker::WorkerPool> workers_;
+  std::function<void()> build_hook_;  // TEST_SetIndexBuildHook
   // Undo logs of ended transactions with the memory they grew (see TakeUndoLog).
-  std::function<void()> build_hook_;  // SetIndexBuildHookForTest
-  // CreateIndex (`active`: built) and CreateInactiveIndex.
-  absl::StatusOr<Index> DefineIndex(const IndexSchema& schema, const IndexBuildOptions& build,
-                                    bool active);
   std::mutex undo_pool_mu_;
   std::vector<std::unique_ptr<txn::UndoLog>> undo_pool_;  // guarded by undo_pool_mu_
 
@@ -383,7 +278,7 @@ class DatabaseImpl : public Database {
   uint32_t next_relation_id_ = 1;  // guarded by catalog_mu_
   std::mutex ddl_mu_;              // one DDL at a time
   std::mutex sweep_mu_;            // one sweep at a time
-  // The automatic sweep (sweep.cc): at most one thread, started by MaybeStartAutoSweep.
+  // The automatic sweep (database_sweep.cc): at most one thread, started by MaybeStartAutoSweep.
   std::mutex auto_sweep_mu_;
   std::thread auto_sweep_;                  // guarded by auto_sweep_mu_
   std::atomic<bool> auto_sweep_running_{false};
@@ -411,3 +306,4 @@ class DatabaseImpl : public Database {
 
 }  // namespace db
 }  // namespace ember
+

@@ -1,4 +1,5 @@
-// DDL that removes or rebuilds: DropTable, DropIndex, SetIndexActive, and the deferred freeing
+// DatabaseImpl's DDL: CreateTable, CreateIndex (built, or defined inactive), DropTable,
+// DropIndex, SetIndexActive, and the deferred freeing
 // of the pages they leave (ReapDropped). Each change is a system transaction on the catalog,
 // committed before the call returns; the pages a drop leaves are freed only once no snapshot
 // can still read them (architecture.md, "Dropping tables and indexes").
@@ -7,12 +8,235 @@
 #include "absl/strings/str_cat.h"
 #include "engine/blob/blob_format.h"
 #include "engine/blob/stored_blobs.h"
-#include "engine/db/db_state.h"
+#include "engine/db/catalog_rows.h"
+#include "engine/db/database_impl.h"
 
 namespace ember::db {
 
 using internal::IndexState;
 using internal::TableState;
+
+absl::StatusOr<TableState*> DatabaseImpl::AddTableState(uint32_t id, const TableSchema& schema,
+                                                        page::PageNo first_pp,
+                                                        uint64_t catalog_rec) {
+  auto t = std::make_unique<TableState>();
+  t->id = id;
+  t->catalog_rec = catalog_rec;
+  t->schema = schema;
+  t->relation =
+      std::make_unique<record::Relation>(cache_.get(), space_.get(), txns_.get(), id, first_pp);
+  // A damaged pointer-page chain makes only this table unusable: the relation keeps the
+  // DataLoss (Relation::damage) for every call that needs its pages, and the rest of the
+  // database opens. Errors of other codes still fail the open.
+  if (absl::Status s = t->relation->Load(); !s.ok() && !absl::IsDataLoss(s)) return s;
+  record::Relation* rel = t->relation.get();
+  rel->SetBlobFreer([this, rel](std::span<const uint64_t> ids, uint64_t mark_txn) {
+    return blob::FreeStoredBlobs(cache_.get(), space_.get(), rel, ids, mark_txn);
+  });
+  TableState* raw = t.get();
+  table_by_name_[schema.name] = raw;
+  tables_.push_back(std::move(t));
+  next_relation_id_ = std::max(next_relation_id_, id + 1);
+  return raw;
+}
+
+absl::StatusOr<IndexState*> DatabaseImpl::AddIndexState(uint32_t id, const IndexSchema& schema,
+                                                        page::PageNo root,
+                                                        uint64_t catalog_rec) {
+  auto it = table_by_name_.find(schema.table);
+  if (it == table_by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("index ", schema.name, ": no table ", schema.table));
+  }
+  auto ix = std::make_unique<IndexState>();
+  ix->id = id;
+  ix->catalog_rec = catalog_rec;
+  ix->schema = schema;
+  ix->table = it->second;
+  for (const std::string& col : schema.columns) {
+    size_t pos = 0;
+    const auto& cols = ix->table->schema.columns;
+    while (pos < cols.size() && cols[pos].name != col) ++pos;
+    if (pos == cols.size()) {
+      return absl::NotFoundError(
+          absl::StrCat("index ", schema.name, ": table ", schema.table, " has no column ", col));
+    }
+    ix->key_columns.push_back(pos);
+  }
+  if (ix->key_columns.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("index ", schema.name, " has no columns"));
+  }
+  if (root != 0) {
+    ix->SetTree(std::make_unique<index::BTree>(cache_.get(), space_.get(), root));
+  } else {
+    ix->active.store(false);
+  }
+  IndexState* raw = ix.get();
+  index_by_name_[schema.name] = raw;
+  indexes_.push_back(std::move(ix));
+  next_relation_id_ = std::max(next_relation_id_, id + 1);
+  return raw;
+}
+
+absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  if (schema.name.empty() || schema.columns.empty()) {
+    return absl::InvalidArgumentError("a table needs a name and at least one column");
+  }
+  for (size_t i = 0; i < schema.columns.size(); ++i) {
+    const Column& c = schema.columns[i];
+    if (c.zstd_level < 0 || c.zstd_level > blob::kMaxZstdLevel) {
+      return absl::InvalidArgumentError(absl::StrCat("table ", schema.name, ": column ", c.name,
+                                                     ": zstd_level ", c.zstd_level,
+                                                     " is not 0 (off) or 1..",
+                                                     blob::kMaxZstdLevel));
+    }
+    if (c.zstd_level > 0 && c.type != ColumnType::kBlob && c.type != ColumnType::kBytes &&
+        c.type != ColumnType::kString) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table ", schema.name, ": column ", c.name,
+          ": only BLOB, string and bytes columns can be compressed (zstd_level)"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (schema.columns[i].name == schema.columns[j].name) {
+        return absl::InvalidArgumentError(absl::StrCat("table ", schema.name, ": column ",
+                                                       schema.columns[i].name, " given twice"));
+      }
+    }
+  }
+  std::lock_guard<std::mutex> ddl(ddl_mu_);
+  uint32_t id;
+  {
+    std::shared_lock<std::shared_mutex> g(catalog_mu_);
+    if (table_by_name_.contains(schema.name)) {
+      return absl::AlreadyExistsError(absl::StrCat("table ", schema.name, " already exists"));
+    }
+    id = next_relation_id_;
+  }
+  absl::StatusOr<txn::TxnManager::Started> t = txns_->Begin();
+  if (!t.ok()) return t.status();
+  absl::StatusOr<page::PageNo> pp = record::Relation::Create(cache_.get(), space_.get(), t->id, id);
+  absl::Status s = pp.status();
+  uint64_t rec = 0;
+  if (s.ok()) {
+    Row row{int64_t{kKindTable}, int64_t{id}, schema.name, int64_t{*pp}, std::string(),
+            int64_t{0}, EncodeColumns(schema.columns)};
+    std::string raw;
+    record::EncodeRow(row, &raw);
+    absl::StatusOr<uint64_t> r = catalog_->Insert(t->id, raw);
+    s = r.status();
+    if (r.ok()) rec = *r;
+  }
+  if (s.ok()) s = txns_->Commit(t->id);
+  if (!s.ok()) {
+    (void)txns_->MarkDead(t->id);
+    return s;
+  }
+  std::unique_lock<std::shared_mutex> g(catalog_mu_);
+  absl::StatusOr<TableState*> ts = AddTableState(id, schema, *pp, rec);
+  if (!ts.ok()) return ts.status();
+  // (Committed: the table exists, damaged from the start, as a reopen would find it.)
+  if (const absl::Status& d = (*ts)->relation->damage(); !d.ok()) return d;
+  return (*ts)->handle();
+}
+
+absl::StatusOr<Index> DatabaseImpl::CreateIndex(const IndexSchema& schema,
+                                                const IndexBuildOptions& build) {
+  return DefineIndex(schema, build, /*active=*/true);
+}
+
+absl::StatusOr<Index> DatabaseImpl::CreateInactiveIndex(const IndexSchema& schema) {
+  return DefineIndex(schema, IndexBuildOptions{}, /*active=*/false);
+}
+
+absl::StatusOr<Index> DatabaseImpl::DefineIndex(const IndexSchema& schema,
+                                                const IndexBuildOptions& build, bool active) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  if (build.workers < 0 || build.fill_percent < 10 || build.fill_percent > 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("index ", schema.name, ": build workers ", build.workers, " (0 or more), ",
+                     "fill_percent ", build.fill_percent, " (10..100)"));
+  }
+  std::lock_guard<std::mutex> ddl(ddl_mu_);
+  absl::StatusOr<txn::TxnManager::Started> t = txns_->Begin();
+  if (!t.ok()) return t.status();
+  IndexState* ix = nullptr;
+  {
+    std::unique_lock<std::shared_mutex> g(catalog_mu_);
+    absl::Status s;
+    if (index_by_name_.contains(schema.name)) {
+      s = absl::AlreadyExistsError(absl::StrCat("index ", schema.name, " already exists"));
+    }
+    const uint32_t id = next_relation_id_;
+    absl::StatusOr<page::PageNo> root =
+        !s.ok()   ? absl::StatusOr<page::PageNo>(s)
+        : !active ? absl::StatusOr<page::PageNo>(0)  // no tree: AddIndexState makes it inactive
+                  : index::BTree::Create(cache_.get(), space_.get(), t->id, 0,
+                                         static_cast<uint16_t>(id));
+    absl::StatusOr<IndexState*> added = root.ok() ? AddIndexState(id, schema, *root, 0)
+                                                  : absl::StatusOr<IndexState*>(root.status());
+    if (!added.ok()) {
+      (void)txns_->MarkDead(t->id);
+      return added.status();
+    }
+    ix = *added;
+    ix->ready.store(false);  // GetIndex does not find it until it is built
+  }
+  TableState* table = ix->table;
+  IndexStats stats;
+  // The catalog row, committed: the index exists from then on.
+  auto record = [&]() -> absl::Status {
+    absl::StatusOr<uint64_t> r = catalog_->Insert(t->id, IndexCatalogRow(*ix));
+    if (!r.ok()) return r.status();
+    ix->catalog_rec = *r;
+    return txns_->Commit(t->id);
+  };
+  absl::Status s;
+  if (!active) {
+    // Writers of the table do not maintain an inactive index: no rows lock, no build.
+    s = record();
+    if (s.ok()) {
+      ix->ready.store(true);
+      return ix->handle();
+    }
+  } else {
+    // Built under the table's rows lock: writers of the table wait (each change of its rows
+    // updates its indexes, and the new one is not there yet); readers and other tables do not.
+    std::unique_lock<std::shared_mutex> rows(table->rows_mu);
+    s = BuildIndex(ix, t->id, build, &stats);
+    if (s.ok()) s = record();
+    if (s.ok()) {
+      table->indexes.push_back(ix);
+      {
+        std::lock_guard<std::mutex> sg(ix->stats_mu);
+        ix->stats = stats;
+      }
+      ix->ready.store(true);
+      return ix->handle();
+    }
+  }
+  // (The rows lock is let go first: writers take the catalog lock before it.) Nothing on disk
+  // links to the root (the catalog row, if written, is the dead transaction's).
+  (void)txns_->MarkDead(t->id);
+  if (active) (void)space_->Free(ix->btree()->root(), t->id);
+  std::unique_lock<std::shared_mutex> g(catalog_mu_);
+  index_by_name_.erase(schema.name);
+  auto it = std::find_if(indexes_.begin(), indexes_.end(),
+                         [&](const auto& p) { return p.get() == ix; });
+  if (it != indexes_.end()) indexes_.erase(it);
+  return s;
+}
+
+std::string DatabaseImpl::IndexCatalogRow(const IndexState& ix) const {
+  const index::BTree* tree = ix.btree();
+  const bool inactive = tree == nullptr;
+  Row row{int64_t{kKindIndex}, int64_t{ix.id}, ix.schema.name,
+          int64_t{inactive ? 0 : tree->root()}, ix.schema.table,
+          int64_t{(ix.schema.unique ? kIndexUnique : 0) | (inactive ? kIndexInactive : 0)},
+          EncodeNames(ix.schema.columns)};
+  std::string raw;
+  record::EncodeRow(row, &raw);
+  return raw;
+}
 
 absl::Status DatabaseImpl::CheckTableVisible(const TableState& t, uint64_t cn) const {
   const uint64_t d = t.drop_txn.load(std::memory_order_acquire);
@@ -280,7 +504,7 @@ absl::Status DatabaseImpl::FreeDropped(const PendingDrop& d) {
     std::vector<record::Unlinked> later;
     rel->TakeLater(&later);
     if (!later.empty()) {
-      if (absl::Status s = rel->FreeUnlinked(&later, kGcMarkTxn); !s.ok()) return s;
+      if (absl::Status s = rel->FreeUnlinked(&later, cache::kNoOwnerMark); !s.ok()) return s;
     }
     uint64_t versions = 0;
     absl::Status blob_error;
@@ -321,7 +545,7 @@ absl::Status DatabaseImpl::FreeDropped(const PendingDrop& d) {
   // a committed transaction, whose pages were written by its commit.
   std::unique_lock<std::shared_mutex> g(catalog_mu_);
   for (page::PageNo p : pages) {
-    if (absl::Status s = space_->Free(p, kGcMarkTxn); !s.ok()) return s;
+    if (absl::Status s = space_->Free(p, cache::kNoOwnerMark); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -73,12 +73,7 @@ class EmptyReader : public BlobReader {
 }  // namespace
 
 blob::TxnBlobs* TransactionImpl::Blobs() {
-  if (!blobs_) {
-    DatabaseImpl* db = db_;
-    blobs_ = std::make_unique<blob::TxnBlobs>(
-        db->cache(), db->space(), db->temp_space(), db->options().blob_temp_space, id_,
-        [db](uint32_t rel) { return db->RelationById(rel); }, &db->next_temp_blob_);
-  }
+  if (!blobs_) blobs_ = db_->SnapshotBlobs(id_);
   return blobs_.get();
 }
 

@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "engine/db/db_state.h"
+#include "engine/db/database_impl.h"
 #include "engine/db/garbage_collector.h"
 
 namespace ember::db {
@@ -63,7 +63,7 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
     }
   }
   worker::WorkerPool* pool = workers();
-  const int w = pool->WorkersFor(options.workers > 0 ? options.workers : options_.parallel_workers);
+  const int w = WorkersFor(options.workers);
   out.workers = w;
   std::vector<CollectTally> tallies(static_cast<size_t>(w));
   std::vector<uint64_t> visited(static_cast<size_t>(w));
@@ -90,14 +90,14 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
       st = rel->ListCollectable(seq, &recs);
       ++visited[static_cast<size_t>(ctx.worker)];
       if (st.ok() && !recs.empty()) st = CollectRecords(it.table, recs, &unlinked, nullptr, nullptr, &tally);
-      if (st.ok() && unlinked.size() >= kFreeBatch) st = rel->FreeUnlinked(&unlinked, kGcMarkTxn);
+      if (st.ok() && unlinked.size() >= kFreeBatch) st = rel->FreeUnlinked(&unlinked, cache::kNoOwnerMark);
       if (!st.ok()) {
         st = absl::Status(st.code(), absl::StrCat("sweep of table ", it.table->schema.name,
                                                   " data page ", seq, ": ", st.message()));
       }
     }
     // What was unlinked goes even after an error (or is kept for the collector to retry).
-    absl::Status fs = rel->FreeUnlinked(&unlinked, kGcMarkTxn);
+    absl::Status fs = rel->FreeUnlinked(&unlinked, cache::kNoOwnerMark);
     if (!fs.ok() && gc_) gc_->KeepUnfreed(it.table->id, &unlinked);
     if (st.ok()) st = fs;
     if (st.ok() && !ctx.cancelled()) st = MarkSwept(it.table, it.first, it.end, &flagged[i]);
@@ -127,13 +127,13 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
       ++out.pages_visited;
       for (uint64_t rec : recs) {
         absl::StatusOr<record::Collected> c =
-            catalog_->Collect(rec, horizon, kGcMarkTxn, &unlinked);
+            catalog_->Collect(rec, horizon, cache::kNoOwnerMark, &unlinked);
         if (!c.ok()) return c.status();
         out.versions_removed += c->versions;
         if (c->pending) ++out.records_kept;
       }
     }
-    if (s = catalog_->FreeUnlinked(&unlinked, kGcMarkTxn); !s.ok()) return s;
+    if (s = catalog_->FreeUnlinked(&unlinked, cache::kNoOwnerMark); !s.ok()) return s;
   }
   if (!damaged.ok()) {
     // What was removed reaches the disk as any collection's does; the slots of the pages
