@@ -104,6 +104,17 @@ absl::Status DatabaseImpl::QueueBlobFrees(const TableState* t, uint64_t rec,
   return absl::OkStatus();
 }
 
+absl::Status DatabaseImpl::FreeCollected(TableState* t, std::vector<record::Unlinked>* unlinked) {
+  if (unlinked->empty()) return absl::OkStatus();
+  // Shared: DropTable sets drop_txn, and FreeDropped frees the pages, under it exclusively.
+  std::shared_lock<std::shared_mutex> cat(catalog_mu_);
+  if (t->drop_txn.load(std::memory_order_acquire) != 0) {
+    t->relation->FreeLater(unlinked);
+    return absl::OkStatus();
+  }
+  return t->relation->FreeUnlinked(unlinked, cache::kNoOwnerMark);
+}
+
 absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_t> recs,
                                           std::vector<record::Unlinked>* unlinked, bool* pending,
                                           bool* busy, CollectTally* tally) {
@@ -191,7 +202,7 @@ absl::Status DatabaseImpl::CollectAll() {
     }
     // Lines unlinked but not freed are handed to the background collector to retry.
     auto free_unlinked = [&]() {
-      absl::Status s = t->relation->FreeUnlinked(&unlinked, cache::kNoOwnerMark);
+      absl::Status s = FreeCollected(t, &unlinked);
       if (!s.ok() && gc_) gc_->KeepUnfreed(t->id, &unlinked);
       return s;
     };

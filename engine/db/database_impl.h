@@ -171,6 +171,12 @@ class DatabaseImpl : public Database, public BackupSource {
   struct CollectTally {
     uint64_t versions = 0, records = 0, index_entries = 0, blobs = 0, kept = 0;
   };
+  // Frees the lines a collection of `t` unlinked (Relation::FreeUnlinked), unless the table is
+  // being dropped: then they wait in the relation (Relation::FreeLater) for the drop's freeing,
+  // which takes them before it frees the table's pages. A collector that holds no snapshot (the
+  // background collector, a sweep) may otherwise free lines on pages the drop has freed and
+  // someone has reused meanwhile.
+  absl::Status FreeCollected(internal::TableState* t, std::vector<record::Unlinked>* unlinked);
   absl::Status CollectRecords(internal::TableState* t, std::span<const uint64_t> recs,
                               std::vector<record::Unlinked>* unlinked, bool* pending = nullptr,
                               bool* busy = nullptr, CollectTally* tally = nullptr);

@@ -90,14 +90,14 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
       st = rel->ListCollectable(seq, &recs);
       ++visited[static_cast<size_t>(ctx.worker)];
       if (st.ok() && !recs.empty()) st = CollectRecords(it.table, recs, &unlinked, nullptr, nullptr, &tally);
-      if (st.ok() && unlinked.size() >= kFreeBatch) st = rel->FreeUnlinked(&unlinked, cache::kNoOwnerMark);
+      if (st.ok() && unlinked.size() >= kFreeBatch) st = FreeCollected(it.table, &unlinked);
       if (!st.ok()) {
         st = absl::Status(st.code(), absl::StrCat("sweep of table ", it.table->schema.name,
                                                   " data page ", seq, ": ", st.message()));
       }
     }
     // What was unlinked goes even after an error (or is kept for the collector to retry).
-    absl::Status fs = rel->FreeUnlinked(&unlinked, cache::kNoOwnerMark);
+    absl::Status fs = FreeCollected(it.table, &unlinked);
     if (!fs.ok() && gc_) gc_->KeepUnfreed(it.table->id, &unlinked);
     if (st.ok()) st = fs;
     if (st.ok() && !ctx.cancelled()) st = MarkSwept(it.table, it.first, it.end, &flagged[i]);

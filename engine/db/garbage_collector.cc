@@ -87,7 +87,7 @@ absl::Status GarbageCollector::RunOnce() {
   for (auto& [table, lines] : unfreed) {
     TableState* t = db_->TableById(table);
     if (t == nullptr) continue;  // dropped meanwhile
-    if (absl::Status s = t->relation->FreeUnlinked(&lines, cache::kNoOwnerMark); !s.ok()) {
+    if (absl::Status s = db_->FreeCollected(t, &lines); !s.ok()) {
       failed(s);
       KeepUnfreed(table, &lines);
     }
@@ -97,7 +97,7 @@ absl::Status GarbageCollector::RunOnce() {
   auto flush = [&]() {
     if (cur) cur->relation->TakeLater(&unlinked);  // its pages are written by this flush anyway
     if (cur && !unlinked.empty()) {
-      if (absl::Status s = cur->relation->FreeUnlinked(&unlinked, cache::kNoOwnerMark); !s.ok()) {
+      if (absl::Status s = db_->FreeCollected(cur, &unlinked); !s.ok()) {
         failed(s);
         KeepUnfreed(cur->id, &unlinked);
       }
