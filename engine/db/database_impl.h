@@ -88,6 +88,17 @@ class DatabaseImpl : public Database, public BackupSource {
   void MaybeStartAutoSweep(uint64_t txn_id);
   // Close: stops a running automatic sweep and waits for its thread.
   void StopAutoSweep();
+  // Sweep's stages (database_sweep.cc): every table's data pages in chunks on the workers
+  // (flagged: per chunk, the pages MarkSwept flagged), the catalog's dead rows, and the
+  // pointer-page slots of the flagged pages once those are on disk.
+  struct SweepPlan {
+    std::vector<internal::TableState*> tables;  // the undamaged tables (Chunk::part indexes)
+    std::vector<worker::Chunk> chunks;
+    std::vector<std::vector<uint32_t>> flagged;
+  };
+  absl::Status SweepTables(int workers, SweepPlan* plan, SweepResult* out);
+  absl::Status SweepCatalog(SweepResult* out);
+  absl::Status FlagSweptSlots(const SweepPlan& plan, SweepResult* out);
   // Sweep's last step on data pages [first, end) of `t`: flags swept those left with nothing
   // but versions every snapshot sees (Relation::MarkSwept), adding them to `*flagged` (their
   // pointer-page slots follow once they are on disk).

@@ -39,138 +39,146 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
   const uint64_t floor = start.oat;
   out.oit_before = start.oit;
 
-  struct Item {
-    TableState* table;
-    uint32_t first;
-    uint32_t end;
-  };
-  std::vector<Item> items;
+  SweepPlan plan;
   // A table whose pages are unknown (a damaged pointer-page chain) cannot be swept: the others
   // are, and the sweep then fails with its DataLoss without moving the OIT, since the dead
   // transactions' versions may still be in that table.
   absl::Status damaged;
   {
     std::shared_lock<std::shared_mutex> g(catalog_mu_);
+    std::vector<uint32_t> sizes;
     for (const auto& t : tables_) {
       if (absl::Status d = t->DamageFor("sweep"); !d.ok()) {
         if (damaged.ok()) damaged = std::move(d);
         continue;
       }
-      const uint32_t n = t->relation->PageSequences();
-      for (uint32_t first = 0; first < n; first += kChunk) {
-        items.push_back({t.get(), first, std::min(n, first + kChunk)});
-      }
+      plan.tables.push_back(t.get());
+      sizes.push_back(t->relation->PageSequences());
     }
+    plan.chunks = worker::CutChunks(sizes, kChunk);
   }
-  worker::WorkerPool* pool = workers();
-  const int w = WorkersFor(options.workers);
-  out.workers = w;
-  std::vector<CollectTally> tallies(static_cast<size_t>(w));
-  std::vector<uint64_t> visited(static_cast<size_t>(w));
-  std::vector<uint64_t> skipped(static_cast<size_t>(w));
-  std::vector<std::vector<uint32_t>> flagged(items.size());  // per item: pages MarkSwept flagged
-  absl::Status s = pool->Run(w, items.size(), [&](size_t i, const worker::TaskContext& ctx) {
-    const Item& it = items[i];
-    record::Relation* rel = it.table->relation.get();
-    CollectTally& tally = tallies[static_cast<size_t>(ctx.worker)];
-    std::vector<uint64_t> recs;
-    std::vector<record::Unlinked> unlinked;
-    absl::Status st;
-    rel->PrefetchPages(it.first, it.end - it.first, /*skip_swept=*/true);
-    if (stop_sweeps_.load(std::memory_order_acquire)) {
-      return absl::CancelledError("sweep stopped: the database is closing");
-    }
-    for (uint32_t seq = it.first; seq < it.end && st.ok() && !ctx.cancelled(); ++seq) {
-      if (rel->IsSecondary(seq)) continue;  // reached through the primary pages' chains
-      if (rel->IsSwept(seq)) {
-        ++skipped[static_cast<size_t>(ctx.worker)];
-        continue;
-      }
-      recs.clear();
-      st = rel->ListCollectable(seq, &recs);
-      ++visited[static_cast<size_t>(ctx.worker)];
-      if (st.ok() && !recs.empty()) st = CollectRecords(it.table, recs, &unlinked, nullptr, nullptr, &tally);
-      if (st.ok() && unlinked.size() >= kFreeBatch) st = FreeCollected(it.table, &unlinked);
-      if (!st.ok()) {
-        st = absl::Status(st.code(), absl::StrCat("sweep of table ", it.table->schema.name,
-                                                  " data page ", seq, ": ", st.message()));
-      }
-    }
-    // What was unlinked goes even after an error (or is kept for the collector to retry).
-    absl::Status fs = FreeCollected(it.table, &unlinked);
-    if (!fs.ok() && gc_) gc_->KeepUnfreed(it.table->id, &unlinked);
-    if (st.ok()) st = fs;
-    if (st.ok() && !ctx.cancelled()) st = MarkSwept(it.table, it.first, it.end, &flagged[i]);
-    return st;
-  });
-  for (size_t i = 0; i < tallies.size(); ++i) {
-    out.versions_removed += tallies[i].versions;
-    out.records_removed += tallies[i].records;
-    out.index_entries_removed += tallies[i].index_entries;
-    out.blobs_removed += tallies[i].blobs;
-    out.records_kept += tallies[i].kept;
-    out.pages_visited += visited[i];
-    out.pages_skipped += skipped[i];
-  }
-  if (!s.ok()) return s;
-
-  // The catalog: dead rows of DDL that failed (no indexes, no BLOBs). DDL writes it one at a
-  // time, under ddl_mu_.
-  {
-    std::lock_guard<std::mutex> ddl(ddl_mu_);
-    const uint64_t horizon = GcHorizon();
-    std::vector<uint64_t> recs;
-    std::vector<record::Unlinked> unlinked;
-    for (uint32_t seq = 0; seq < catalog_->PageSequences(); ++seq) {
-      recs.clear();
-      if (s = catalog_->ListCollectable(seq, &recs); !s.ok()) return s;
-      ++out.pages_visited;
-      for (uint64_t rec : recs) {
-        absl::StatusOr<record::Collected> c =
-            catalog_->Collect(rec, horizon, cache::kNoOwnerMark, &unlinked);
-        if (!c.ok()) return c.status();
-        out.versions_removed += c->versions;
-        if (c->pending) ++out.records_kept;
-      }
-    }
-    if (s = catalog_->FreeUnlinked(&unlinked, cache::kNoOwnerMark); !s.ok()) return s;
-  }
+  if (absl::Status s = SweepTables(options.workers, &plan, &out); !s.ok()) return s;
+  if (absl::Status s = SweepCatalog(&out); !s.ok()) return s;
   if (!damaged.ok()) {
     // What was removed reaches the disk as any collection's does; the slots of the pages
     // flagged swept stay unflagged (a hint: the next sweep flags them).
-    if (s = cache_->FlushAll(); !s.ok()) return s;
+    if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
     return damaged;
   }
 
   // The removals must be on disk before the header says nothing below the new OIT is dead:
   // below the OIT, a reopened database reads every transaction as committed.
-  if (s = cache_->FlushAll(); !s.ok()) return s;
+  if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
   txns_->SetSweptBelow(floor);
-  // The pages flagged swept are on disk now (unless changed since): their pointer-page slots
-  // can say so (Relation::FlagSweptSlots), and go to disk with the header.
-  {
-    std::shared_lock<std::shared_mutex> cat(catalog_mu_);
-    for (size_t i = 0; i < items.size();) {
-      TableState* t = items[i].table;
-      std::vector<uint32_t> seqs;
-      for (; i < items.size() && items[i].table == t; ++i) {
-        seqs.insert(seqs.end(), flagged[i].begin(), flagged[i].end());
-      }
-      if (t->drop_txn.load(std::memory_order_acquire) != 0) continue;
-      uint32_t n = 0;
-      if (s = t->relation->FlagSweptSlots(seqs, &n); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat("sweep of table ", t->schema.name,
-                                                   ": flagging pages swept: ", s.message()));
-      }
-      out.pages_flagged += n;
-    }
-  }
-  if (s = cache_->FlushAll(); !s.ok()) return s;
-  if (s = WriteHeader(/*clean=*/false); !s.ok()) return s;
+  if (absl::Status s = FlagSweptSlots(plan, &out); !s.ok()) return s;
+  if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
+  if (absl::Status s = WriteHeader(/*clean=*/false); !s.ok()) return s;
   out.oit_after = txns_->counters().oit;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sweeps_.fetch_add(1, std::memory_order_relaxed);
   return out;
+}
+
+absl::Status DatabaseImpl::SweepTables(int workers, SweepPlan* plan, SweepResult* out) {
+  struct Local {
+    CollectTally tally;
+    uint64_t visited = 0, skipped = 0;
+  };
+  std::vector<Local> locals;
+  out->workers = WorkersFor(workers);
+  plan->flagged.assign(plan->chunks.size(), {});
+  absl::Status s = worker::RunWithLocals(
+      workers_.get(), out->workers, plan->chunks.size(), &locals,
+      [&](size_t i, const worker::TaskContext& ctx, Local& local) -> absl::Status {
+        const worker::Chunk& it = plan->chunks[i];
+        TableState* t = plan->tables[it.part];
+        record::Relation* rel = t->relation.get();
+        std::vector<uint64_t> recs;
+        std::vector<record::Unlinked> unlinked;
+        absl::Status st;
+        rel->PrefetchPages(it.first, it.end - it.first, /*skip_swept=*/true);
+        if (stop_sweeps_.load(std::memory_order_acquire)) {
+          return absl::CancelledError("sweep stopped: the database is closing");
+        }
+        for (uint32_t seq = it.first; seq < it.end && st.ok() && !ctx.cancelled(); ++seq) {
+          if (rel->IsSecondary(seq)) continue;  // reached through the primary pages' chains
+          if (rel->IsSwept(seq)) {
+            ++local.skipped;
+            continue;
+          }
+          recs.clear();
+          st = rel->ListCollectable(seq, &recs);
+          ++local.visited;
+          if (st.ok() && !recs.empty()) {
+            st = CollectRecords(t, recs, &unlinked, nullptr, nullptr, &local.tally);
+          }
+          if (st.ok() && unlinked.size() >= kFreeBatch) st = FreeCollected(t, &unlinked);
+          if (!st.ok()) {
+            st = absl::Status(st.code(), absl::StrCat("sweep of table ", t->schema.name,
+                                                      " data page ", seq, ": ", st.message()));
+          }
+        }
+        // What was unlinked goes even after an error (or is kept for the collector to retry).
+        absl::Status fs = FreeCollected(t, &unlinked);
+        if (!fs.ok() && gc_) gc_->KeepUnfreed(t->id, &unlinked);
+        if (st.ok()) st = fs;
+        if (st.ok() && !ctx.cancelled()) st = MarkSwept(t, it.first, it.end, &plan->flagged[i]);
+        return st;
+      });
+  for (const Local& l : locals) {
+    out->versions_removed += l.tally.versions;
+    out->records_removed += l.tally.records;
+    out->index_entries_removed += l.tally.index_entries;
+    out->blobs_removed += l.tally.blobs;
+    out->records_kept += l.tally.kept;
+    out->pages_visited += l.visited;
+    out->pages_skipped += l.skipped;
+  }
+  return s;
+}
+
+absl::Status DatabaseImpl::SweepCatalog(SweepResult* out) {
+  // Dead rows of DDL that failed (no indexes, no BLOBs). DDL writes the catalog one at a time,
+  // under ddl_mu_.
+  std::lock_guard<std::mutex> ddl(ddl_mu_);
+  const uint64_t horizon = GcHorizon();
+  std::vector<uint64_t> recs;
+  std::vector<record::Unlinked> unlinked;
+  for (uint32_t seq = 0; seq < catalog_->PageSequences(); ++seq) {
+    recs.clear();
+    if (absl::Status s = catalog_->ListCollectable(seq, &recs); !s.ok()) return s;
+    ++out->pages_visited;
+    for (uint64_t rec : recs) {
+      absl::StatusOr<record::Collected> c =
+          catalog_->Collect(rec, horizon, cache::kNoOwnerMark, &unlinked);
+      if (!c.ok()) return c.status();
+      out->versions_removed += c->versions;
+      if (c->pending) ++out->records_kept;
+    }
+  }
+  return catalog_->FreeUnlinked(&unlinked, cache::kNoOwnerMark);
+}
+
+absl::Status DatabaseImpl::FlagSweptSlots(const SweepPlan& plan, SweepResult* out) {
+  // The pages flagged swept are on disk now (unless changed since): their pointer-page slots
+  // can say so (Relation::FlagSweptSlots), and go to disk with the header.
+  std::shared_lock<std::shared_mutex> cat(catalog_mu_);
+  for (size_t i = 0; i < plan.chunks.size();) {
+    const uint32_t part = plan.chunks[i].part;
+    TableState* t = plan.tables[part];
+    std::vector<uint32_t> seqs;
+    for (; i < plan.chunks.size() && plan.chunks[i].part == part; ++i) {
+      seqs.insert(seqs.end(), plan.flagged[i].begin(), plan.flagged[i].end());
+    }
+    if (t->drop_txn.load(std::memory_order_acquire) != 0) continue;
+    uint32_t n = 0;
+    if (absl::Status s = t->relation->FlagSweptSlots(seqs, &n); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("sweep of table ", t->schema.name,
+                                                 ": flagging pages swept: ", s.message()));
+    }
+    out->pages_flagged += n;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DatabaseImpl::MarkSwept(TableState* t, uint32_t first, uint32_t end,
