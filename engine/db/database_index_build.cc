@@ -248,10 +248,8 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
   // sort_memory_limit holds for the workers together: each sorts in an equal share of it, of
   // at least kMinSortShare, so a limit too small for every worker to have one is sorted by
   // fewer workers (limit / kMinSortShare of them, at least one: the limit is never below it).
-  const int w = std::min(
-      WorkersFor(opt.workers),
-      static_cast<int>(std::clamp<uint64_t>(options_.sort_memory_limit / kMinSortShare, 1,
-                                            uint64_t{1} << 20)));
+  const uint64_t max_sorters = std::max<uint64_t>(1, options_.sort_memory_limit / kMinSortShare);
+  const int w = static_cast<int>(std::min<uint64_t>(WorkersFor(opt.workers), max_sorters));
   stats->workers = w;
   const uint64_t share = options_.sort_memory_limit / static_cast<uint64_t>(w);
 

@@ -3,6 +3,7 @@
 // one (ember::Restore), both on -par N workers.
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,15 +130,16 @@ int RestoreCmd(const std::string& bak, const std::string& db_path, int par, Prog
   ro.replace = absl::GetFlag(FLAGS_rep);
   ro.deactivate_indexes = absl::GetFlag(FLAGS_i);
   ro.strict = absl::GetFlag(FLAGS_strict);
+  // Told apart from Restore's other AlreadyExists (a unique index over duplicates, -strict).
+  if (!ro.replace && std::filesystem::exists(db_path)) {
+    std::fprintf(stderr, "ember-bak: %s exists: give -rep to replace it\n", db_path.c_str());
+    return kExitIo;
+  }
   Progress progress("ember-bak: restore", 0, "bytes", po);
   ro.progress = Report(&progress);
   absl::StatusOr<RestoreResult> r = Restore(bak, db_path, o, ro);
   progress.Finish();
   if (!r.ok()) {
-    if (absl::IsAlreadyExists(r.status()) && absl::StartsWith(r.status().message(), "restore:")) {
-      std::fprintf(stderr, "ember-bak: %s exists: give -rep to replace it\n", db_path.c_str());
-      return kExitIo;
-    }
     const int code = Fail(absl::StrCat("restore of ", bak), r.status());
     // -strict: an index the rows cannot build (its message says which and why).
     if (ro.strict && (absl::IsAlreadyExists(r.status()) || absl::IsInvalidArgument(r.status()))) {
