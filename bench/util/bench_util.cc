@@ -433,7 +433,7 @@ void AddMachineContext() {
 
 Counters operator-(const Counters& a, const Counters& b) {
   return {a.fetches - b.fetches, a.marks - b.marks, a.reads - b.reads, a.writes - b.writes,
-          a.dw_writes - b.dw_writes, a.cycle_writes - b.cycle_writes};
+          a.dw_writes - b.dw_writes, a.cycle_writes - b.cycle_writes, a.syncs - b.syncs};
 }
 
 Counters& operator+=(Counters& a, const Counters& b) {
@@ -443,6 +443,7 @@ Counters& operator+=(Counters& a, const Counters& b) {
   a.writes += b.writes;
   a.dw_writes += b.dw_writes;
   a.cycle_writes += b.cycle_writes;
+  a.syncs += b.syncs;
   return a;
 }
 
@@ -454,6 +455,7 @@ void SetPageCounters(benchmark::State& state, const Counters& c, std::string_vie
   state.counters[p + "writes"] = benchmark::Counter(static_cast<double>(c.writes));
   state.counters[p + "dw_writes"] = benchmark::Counter(static_cast<double>(c.dw_writes));
   state.counters[p + "cycle_writes"] = benchmark::Counter(static_cast<double>(c.cycle_writes));
+  state.counters[p + "syncs"] = benchmark::Counter(static_cast<double>(c.syncs));
 }
 
 uint64_t MinorFaults() {

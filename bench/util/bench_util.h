@@ -143,8 +143,8 @@ bool IsRamFileSystem(const std::string& path);  // tmpfs / ramfs: fsync costs no
 Counters operator-(const Counters& a, const Counters& b);
 Counters& operator+=(Counters& a, const Counters& b);
 
-// Puts fetches, marks, reads and writes into state.counters (as plain totals for the run;
-// prefix names them, e.g. "commit_" -> commit_fetches).
+// Puts fetches, marks, reads, writes, dw_writes, cycle_writes and syncs into state.counters (as
+// plain totals for the run; prefix names them, e.g. "commit_" -> commit_fetches).
 void SetPageCounters(benchmark::State& state, const Counters& c, std::string_view prefix = "");
 
 // Minor page faults of the process so far (getrusage): the difference over a phase shows how

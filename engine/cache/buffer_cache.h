@@ -187,6 +187,16 @@ class BufferCache {
   size_t DirtyCount() const;
   // Syncs the cache has issued (for tests and benchmarks).
   uint64_t SyncCount() const { return syncs_.load(std::memory_order_relaxed); }
+  // Syncs the file for its owner (the header, Close), as the cache's own syncs: counted in
+  // `syncs` (the database's and the calling thread's sinks), and every write completed before
+  // it is durable afterwards.
+  absl::Status Sync();
+  // Adds `n` to the database's `syncs` only: syncs of the file made before the cache existed
+  // (the doublewrite recovery at open).
+  void CountSyncs(uint64_t n);
+  // Syncs the calling thread has issued through any cache so far: the difference over a call
+  // is what that call synced (a group commit's leader hands it to the transactions it commits).
+  static uint64_t SyncsByThisThread();
   // Syncs that failed: after one, what was written before it is not known durable - nor known
   // lost (the commit path tells "in doubt" from "not written" by it).
   uint64_t SyncFailures() const { return sync_failures_.load(std::memory_order_acquire); }

@@ -383,11 +383,25 @@ absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, Flush
   return absl::OkStatus();
 }
 
+namespace {
+// Syncs this thread issued, on any cache (SyncsByThisThread).
+thread_local uint64_t tls_syncs = 0;
+}  // namespace
+
+uint64_t BufferCache::SyncsByThisThread() { return tls_syncs; }
+
+absl::Status BufferCache::Sync() { return SyncFile(); }
+
+void BufferCache::CountSyncs(uint64_t n) { counters_.Add(util::Counter::kSyncs, n); }
+
 absl::Status BufferCache::SyncFile(uint64_t* synced) {
   // Every write that completed before this increment read an epoch <= e (writers read the epoch
   // after their write completes), so this sync covers every write of epoch e and before.
   const uint64_t e = write_epoch_.fetch_add(1);
   syncs_.fetch_add(1, std::memory_order_relaxed);
+  // Counted when issued, failed or not (as syncs_): the database's and this thread's sinks.
+  util::Count(counters_, util::Counter::kSyncs);
+  ++tls_syncs;
   absl::Status s = file_->Sync();
   if (s.ok()) {
     AtomicMax(durable_epoch_, e);

@@ -146,10 +146,12 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
     // Every record is applied: void them all, so that the session may reuse their slots and a
     // fresh page needs no tombstone against them.
     if (!out.repaired.empty()) {
+      ++out.syncs;
       if (absl::Status s = file->Sync(); !s.ok()) return s;
     }
     const uint64_t seq = out.next_seq++;
     if (absl::Status s = PutMarker(file, ps, out.next_marker, seq, seq); !s.ok()) return s;
+    ++out.syncs;
     if (absl::Status s = file->Sync(); !s.ok()) return s;
     out.next_marker ^= 1;
     out.declared = seq;

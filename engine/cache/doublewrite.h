@@ -58,6 +58,7 @@ struct DwRecovery {
   uint64_t next_seq = 1;     // for the session's records
   uint64_t declared = 0;     // records up to this are void, durably
   uint32_t next_marker = 0;  // marker slot to write next
+  uint64_t syncs = 0;        // syncs of the file it made (the database counts them)
 };
 
 // Reads the area of a database of `page_size`, applies what a crash left, syncs, and voids the

@@ -110,7 +110,7 @@ std::vector<std::string> DatabaseImpl::TableNames() {
 DatabaseStats DatabaseImpl::stats() {
   DatabaseStats s;
   util::PageCounters c = cache_->counters();
-  s.pages = {c.fetches, c.marks, c.reads, c.writes, c.dw_writes, c.cycle_writes};
+  s.pages = {c.fetches, c.marks, c.reads, c.writes, c.dw_writes, c.cycle_writes, c.syncs};
   txn::TxnCounters t = txns_->counters();
   s.next_transaction = t.next;
   s.oldest_interesting = t.oit;

@@ -169,7 +169,7 @@ absl::Status DatabaseImpl::CreateNew() {
   if (absl::Status s = catalog_->Load(); !s.ok()) return s;
   if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
   if (absl::Status s = WriteHeader(/*clean=*/false); !s.ok()) return s;
-  return file_->Sync();
+  return cache_->Sync();
 }
 
 absl::Status DatabaseImpl::OpenExisting() {
@@ -198,6 +198,7 @@ absl::Status DatabaseImpl::OpenExisting() {
   size = file_->Size();  // a repair may have written past the old end
   if (!size.ok()) return size.status();
   if (absl::Status s = MakeCache(ps); !s.ok()) return s;
+  cache_->CountSyncs(dw->syncs);  // the recovery's, made before the cache existed
   if (options_.doublewrite) cache_->EnableDoublewrite(*dw);
   {
     std::lock_guard<std::mutex> g(header_mu_);  // before the latch, as in WriteHeader
@@ -303,7 +304,7 @@ absl::Status DatabaseImpl::Close() {
   absl::Status s = cache_->FlushAll();
   if (s.ok()) s = WriteHeader(/*clean=*/true);
   if (s.ok()) s = cache_->RetireDoublewrite();
-  if (s.ok()) s = file_->Sync();
+  if (s.ok()) s = cache_->Sync();
   if (!s.ok()) cache_->DiscardAll();
   owner_lock_.reset();  // nothing more reaches the file from this handle
   if (s.ok()) s = bg_errors_.Take();  // the file is closed cleanly; the user still hears it

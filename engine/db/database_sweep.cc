@@ -243,7 +243,7 @@ absl::Status DatabaseImpl::SetSweepInterval(uint64_t interval) {
   sweep_checked_at_.store(0, std::memory_order_relaxed);  // a lower interval counts from now
   if (absl::Status s = WriteHeader(/*clean=*/false); !s.ok()) return s;
   // Synced even without forced writes: the caller (ember-fix) exits right after.
-  return file_->Sync();
+  return cache_->Sync();
 }
 
 }  // namespace ember::db

@@ -32,7 +32,7 @@ bool SameKeyValue(const Value& a, const Value& b) {
 IndexState* StateOf(const Index& ix) { return IndexState::From(ix); }
 
 Counters ToCounters(const util::PageCounters& c) {
-  return {c.fetches, c.marks, c.reads, c.writes, c.dw_writes, c.cycle_writes};
+  return {c.fetches, c.marks, c.reads, c.writes, c.dw_writes, c.cycle_writes, c.syncs};
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "engine/util/counters.h"
 
 namespace ember::txn {
 
@@ -16,6 +17,7 @@ struct TxnManager::CommitRequest {
   uint64_t txn;
   bool done = false;
   absl::Status status;
+  uint64_t syncs = 0;  // the syncs of the group commit that committed it
 };
 
 TxnManager::TxnManager(cache::BufferCache* cache, cache::PageSpace* space,
@@ -229,21 +231,26 @@ absl::Status TxnManager::MarkDead(uint64_t txn) {
 
 absl::Status TxnManager::Commit(uint64_t txn, bool counted) {
   CommitRequest req{txn};
+  bool led = false;  // this thread ran the group commit that committed `txn`
   std::unique_lock<std::mutex> lk(commit_mu_);
   commit_queue_.push_back(&req);
   while (!req.done) {
     if (!leader_active_) {
       leader_active_ = true;
+      led = true;  // the batch holds our request: it is done after this round
       std::vector<CommitRequest*> batch;
       batch.swap(commit_queue_);
       lk.unlock();
       std::vector<uint64_t> ids;
       ids.reserve(batch.size());
       for (CommitRequest* r : batch) ids.push_back(r->txn);
+      const uint64_t syncs_before = cache::BufferCache::SyncsByThisThread();
       absl::Status s = CommitGroup(ids);
+      const uint64_t syncs = cache::BufferCache::SyncsByThisThread() - syncs_before;
       lk.lock();
       for (CommitRequest* r : batch) {
         r->status = s;
+        r->syncs = syncs;
         r->done = true;
       }
       leader_active_ = false;
@@ -253,6 +260,9 @@ absl::Status TxnManager::Commit(uint64_t txn, bool counted) {
     }
   }
   lk.unlock();
+  // The leader's syncs counted in its own sinks as it issued them; each transaction that waited
+  // on them counts them too (Counters::syncs), in the statement and transaction that committed.
+  if (!led && req.syncs > 0) util::CountInSinks(util::Counter::kSyncs, req.syncs);
   if (!req.status.ok()) return req.status;
   if (!counted) commits_.fetch_sub(1, std::memory_order_relaxed);
   Finished(txn);

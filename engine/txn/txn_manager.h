@@ -10,6 +10,8 @@
 // Commit (group commit): committing threads queue; one of them becomes the leader, flushes the
 // pages of every queued transaction in one batched, precedence-ordered write (one sync), sets
 // their TIP bits, writes the TIP pages (one sync), and only then publishes their commit numbers.
+// The syncs the leader issued count in its own counters as it issues them, and each waiter adds
+// them to its own (Counters::syncs: once per transaction that waited on them).
 //
 // Lock order: commit_mu_ is never held during I/O; tip_mu_ -> cache latches; wait_mu_ alone.
 #pragma once

@@ -17,6 +17,7 @@ PageCounters ShardedCounters::Total() const {
     t.writes += s.v[3].load(std::memory_order_relaxed);
     t.dw_writes += s.v[4].load(std::memory_order_relaxed);
     t.cycle_writes += s.v[5].load(std::memory_order_relaxed);
+    t.syncs += s.v[6].load(std::memory_order_relaxed);
   }
   return t;
 }

@@ -12,23 +12,25 @@ namespace ember::util {
 
 // dw_writes: pages written into the doublewrite area (torn-page protection copies and their
 // record pages), counted apart from `writes` (pages written home). cycle_writes: the part of
-// `writes` that careful write forced out early (see ember::Counters).
+// `writes` that careful write forced out early. syncs: syncs of the database file; a group
+// commit's syncs are added to every transaction it committed (see ember::Counters).
 struct PageCounters {
-  uint64_t fetches = 0, marks = 0, reads = 0, writes = 0, dw_writes = 0, cycle_writes = 0;
+  uint64_t fetches = 0, marks = 0, reads = 0, writes = 0, dw_writes = 0, cycle_writes = 0,
+           syncs = 0;
   PageCounters& operator+=(const PageCounters& o) {
     fetches += o.fetches; marks += o.marks; reads += o.reads; writes += o.writes;
-    dw_writes += o.dw_writes; cycle_writes += o.cycle_writes;
+    dw_writes += o.dw_writes; cycle_writes += o.cycle_writes; syncs += o.syncs;
     return *this;
   }
   friend PageCounters operator-(PageCounters a, const PageCounters& b) {
     a.fetches -= b.fetches; a.marks -= b.marks; a.reads -= b.reads; a.writes -= b.writes;
-    a.dw_writes -= b.dw_writes; a.cycle_writes -= b.cycle_writes;
+    a.dw_writes -= b.dw_writes; a.cycle_writes -= b.cycle_writes; a.syncs -= b.syncs;
     return a;
   }
 };
 
-enum class Counter { kFetches, kMarks, kReads, kWrites, kDwWrites, kCycleWrites };
-constexpr int kCounterKinds = 6;
+enum class Counter { kFetches, kMarks, kReads, kWrites, kDwWrites, kCycleWrites, kSyncs };
+constexpr int kCounterKinds = 7;
 
 // Database-wide totals: one shard per thread slot, each on its own cache line.
 class ShardedCounters {
@@ -77,9 +79,10 @@ class ScopedCounterSinks {
   CounterSinks saved_;
 };
 
-// Counts one event on the database totals and the current thread's sinks.
-inline void Count(ShardedCounters& db, Counter c, uint64_t n = 1) {
-  db.Add(c, n);
+// Counts `n` events on the current thread's sinks only: work another thread did for this one
+// (and counted on the database totals), such as the syncs of a group commit's leader for the
+// transactions that waited on them.
+inline void CountInSinks(Counter c, uint64_t n = 1) {
   CounterSinks& s = CurrentSinks();
   auto bump = [&](PageCounters* p) {
     if (!p) return;
@@ -90,10 +93,17 @@ inline void Count(ShardedCounters& db, Counter c, uint64_t n = 1) {
       case Counter::kWrites: p->writes += n; break;
       case Counter::kDwWrites: p->dw_writes += n; break;
       case Counter::kCycleWrites: p->cycle_writes += n; break;
+      case Counter::kSyncs: p->syncs += n; break;
     }
   };
   bump(s.txn);
   bump(s.statement);
+}
+
+// Counts one event on the database totals and the current thread's sinks.
+inline void Count(ShardedCounters& db, Counter c, uint64_t n = 1) {
+  db.Add(c, n);
+  CountInSinks(c, n);
 }
 
 }  // namespace ember::util

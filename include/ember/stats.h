@@ -17,6 +17,15 @@ struct Counters {
   // cycle broken by writing one of its pages at once, or a page written so that what it stopped
   // pointing at could be freed. Part of `writes`. Commits and cache evictions do not count.
   uint64_t cycle_writes = 0;
+  // Syncs (fdatasync) of the database file: careful write's, the doublewrite area's (copies and
+  // markers), commits', the header's, Close's. The database counts each sync once; a statement or
+  // transaction counts the syncs it issued and those of the group commit that committed it, so a
+  // sync shared by N committers counts N times over their transactions.
+  // DatabaseStats::group_commit_flushes counts the group commits (rounds) instead: each round
+  // issues its own syncs, shared by every transaction of the round: with forced writes today
+  // two or more (its pages', one more for each set of them that must be durable before the next
+  // is written, then its TIP page's), none without.
+  uint64_t syncs = 0;
 };
 
 struct DatabaseStats {
@@ -32,6 +41,7 @@ struct DatabaseStats {
   uint64_t torn_pages_repaired_at_open = 0;
   uint64_t commits = 0;
   uint64_t group_commit_flushes = 0;  // flush+fsync rounds; < commits when commits were grouped
+                                      // (their syncs: Counters::syncs)
   uint64_t temp_bytes_in_memory = 0;  // temp space held in memory
   uint64_t temp_bytes_on_disk = 0;    // temp space spilled to files
   uint64_t temp_spills = 0;           // spill blocks created

@@ -30,37 +30,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/io/file.h"
+#include "tests/io/pass_through_file.h"
 
 namespace ember::crashtest {
 
 // A pass-through File whose Sync() does nothing: for the in-process power-loss tests, where what
 // counts as durable is decided by the fault-injecting file above it (FaultFile, ReorderFile)
 // counting the engine's Sync() calls, not by the real disk. Saves a real fdatasync per call.
-class NoSyncFile : public io::File {
+class NoSyncFile : public testing::PassThroughFile {
  public:
-  explicit NoSyncFile(std::unique_ptr<io::File> base) : base_(std::move(base)) {}
-  absl::Status Read(uint64_t offset, void* buf, size_t len) override {
-    return base_->Read(offset, buf, len);
-  }
-  absl::Status ReadBlocks(uint64_t offset, size_t block, std::span<uint8_t* const> bufs) override {
-    return base_->ReadBlocks(offset, block, bufs);
-  }
-  absl::Status Write(uint64_t offset, const void* data, size_t len) override {
-    return base_->Write(offset, data, len);
-  }
-  absl::Status WriteBatch(std::span<const io::WriteRequest> reqs) override {
-    return base_->WriteBatch(reqs);
-  }
+  using PassThroughFile::PassThroughFile;
   absl::Status Sync() override { return absl::OkStatus(); }
-  absl::Status Allocate(uint64_t size) override { return base_->Allocate(size); }
-  absl::Status Truncate(uint64_t size) override { return base_->Truncate(size); }
-  absl::StatusOr<uint64_t> Size() override { return base_->Size(); }
-  const std::string& path() const override { return base_->path(); }
-  bool SetWriteHook(io::WriteHook* hook) override { return base_->SetWriteHook(hook); }
-  io::WritePathCounts write_path_counts() const override { return base_->write_path_counts(); }
-
- private:
-  std::unique_ptr<io::File> base_;
 };
 
 // The units a torn write is made of: a 4 KiB file-system block, or a 512-byte sector.

@@ -40,6 +40,7 @@
 #include "engine/util/coding.h"
 #include "tests/crash/crash_util.h"
 #include "tests/db/db_test_util.h"
+#include "tests/io/pass_through_file.h"
 
 namespace ember {
 namespace {
@@ -49,28 +50,17 @@ constexpr uint32_t kPs = 4096;
 db::DatabaseImpl* Impl(Database* db) { return static_cast<db::DatabaseImpl*>(db); }
 
 // Records the pages read through it (reads only: writes do not tell what a path needs).
-class TracingFile : public io::File {
+class TracingFile : public testing::PassThroughFile {
  public:
-  explicit TracingFile(std::unique_ptr<io::File> base) : base_(std::move(base)) {}
+  using PassThroughFile::PassThroughFile;
   absl::Status Read(uint64_t offset, void* buf, size_t len) override {
     Note(offset, len);
-    return base_->Read(offset, buf, len);
+    return PassThroughFile::Read(offset, buf, len);
   }
   absl::Status ReadBlocks(uint64_t offset, size_t block, std::span<uint8_t* const> bufs) override {
     Note(offset, block * bufs.size());
-    return base_->ReadBlocks(offset, block, bufs);
+    return PassThroughFile::ReadBlocks(offset, block, bufs);
   }
-  absl::Status Write(uint64_t offset, const void* data, size_t len) override {
-    return base_->Write(offset, data, len);
-  }
-  absl::Status WriteBatch(std::span<const io::WriteRequest> reqs) override {
-    return base_->WriteBatch(reqs);
-  }
-  absl::Status Sync() override { return base_->Sync(); }
-  absl::Status Allocate(uint64_t size) override { return base_->Allocate(size); }
-  absl::Status Truncate(uint64_t size) override { return base_->Truncate(size); }
-  absl::StatusOr<uint64_t> Size() override { return base_->Size(); }
-  const std::string& path() const override { return base_->path(); }
 
   std::set<uint32_t> Take() {
     std::lock_guard<std::mutex> g(mu_);
@@ -86,7 +76,6 @@ class TracingFile : public io::File {
       pages_.insert(static_cast<uint32_t>(p));
     }
   }
-  std::unique_ptr<io::File> base_;
   std::mutex mu_;
   std::set<uint32_t> pages_;
 };
