@@ -5,7 +5,7 @@
 //
 //   tools/dev bench blob_store [--mb_per_class=N] [--segment=S[,S...]] [--buffer=B[,B...]]
 //                              [--layouts=bytes,striped,blob] [--classes=very_small,...]
-//                              [--runs=N] [--seed=N] [--sqlite_journal=delete|wal]
+//                              [--runs=N] [--seed=N] [--sqlite_journal=wal|delete]
 //                              [--sqlite_secure_delete=0|1] [--forced_writes=0|1]
 //                              [--content=random|text] [--zstd_level=0..19]
 //                              [common flags, see bench/util/bench_util.h]
@@ -63,19 +63,23 @@
 // Counters: MB/s (file bytes of the phase / seconds; also bytes_per_second), files, cpu_s
 // (process CPU of the phase; with the other engine's database closed and EmberDB's collector
 // off this is the engine's own work), db_mb (database file size after the phase), and pages:
-// EmberDB fetches, marks, reads, writes (pages written home) and dw_writes (torn-page
-// protection copies) of the phase (DatabaseStats). SQLite fetches and reads from its pager
+// EmberDB fetches, marks, reads, writes (pages written home), dw_writes (torn-page
+// protection copies) and syncs of the phase (DatabaseStats). SQLite fetches and reads from its pager
 // (hits + misses, misses), writes = pages written to the database file and journal_writes =
-// bytes written to the rollback journal (or WAL) in pages, both counted by a VFS layer
-// (bench/util/sqlite_util.h), and syncs. all_writes on both = every page written: EmberDB
-// writes + dw_writes, SQLite writes + journal_writes. Delete rows add gc_ms (EmberDB: the
+// bytes written to the WAL (or rollback journal) in pages, both counted by a VFS layer
+// (bench/util/sqlite_util.h), syncs and page_writes. all_writes on both = every page written:
+// EmberDB writes + dw_writes, SQLite writes + journal_writes. Delete rows add gc_ms (EmberDB: the
 // CollectGarbage part of the phase) and pages_in_use after the phase.
 //
 // Durability is matched: --forced_writes=1 (default) = EmberDB fsync at commit and SQLite
-// synchronous=FULL; 0 = no fsync, synchronous=OFF. SQLite's journal is the rollback journal
-// (journal_mode=DELETE, the closest to careful write) unless --sqlite_journal says otherwise,
-// and secure_delete is off (freed pages are not overwritten, as in EmberDB) unless
-// --sqlite_secure_delete=1. Both use --page_size and a cache of --cache_pages pages.
+// synchronous=FULL; 0 = no fsync, synchronous=OFF. SQLite runs in WAL mode (journal_mode=WAL,
+// the default of --sqlite_journal, shared with bench/core; it was the rollback journal,
+// journal_mode=DELETE, before); its store and delete phases end with PRAGMA
+// wal_checkpoint(TRUNCATE), timed, so that they count the writes WAL mode defers and db_mb is the
+// database file with every page home. --sqlite_journal=delete runs the rollback journal (the
+// closest to careful write). secure_delete is off (freed pages are not overwritten, as in
+// EmberDB) unless --sqlite_secure_delete=1. Both use --page_size and a cache of --cache_pages
+// pages. The summary's first line names the mode.
 //
 // --reuse_check=1 adds, after each delete row, an untimed check of space reuse: the files
 // stored again, and the growth of the database file reported (reuse_growth_mb, and a table at
@@ -688,7 +692,7 @@ class SqliteBackend : public Backend {
       }
       if (absl::Status s = Exec("COMMIT"); !s.ok()) return With(s, ctx);
     }
-    return absl::OkStatus();
+    return SqliteCheckpoint(db_);  // WAL mode: the pages left in the WAL, written home
   }
 
   absl::Status Read(const FileSet& fs) override {
@@ -820,7 +824,7 @@ class SqliteBackend : public Backend {
       if (sqlite3_changes(db_) != 1) return Wrong(absl::StrCat(ctx, ": no row deleted"));
       if (absl::Status s = Exec("COMMIT"); !s.ok()) return With(s, ctx);
     }
-    return absl::OkStatus();
+    return SqliteCheckpoint(db_);  // WAL mode: the pages left in the WAL, written home
   }
 
   absl::Status CheckEmpty() override {
@@ -1064,11 +1068,12 @@ void PrintSummary() {
   std::FILE* out = SummaryStream();
   std::fprintf(out,
                "\nblob_store: EmberDB vs SQLite, the same files (mb_per_class=%lld, MB = 2^20 "
-               "bytes; forced_writes=%s -> SQLite synchronous=%s, journal_mode=%s, "
+               "bytes; forced_writes=%s -> SQLite synchronous=%s, journal_mode=%s%s, "
                "secure_delete=%s; one transaction per file for store and delete; %d run%s, "
                "alternating which engine goes first)\n",
                static_cast<long long>(FLAGS_mb_per_class.i64()), FLAGS_forced_writes.str().c_str(),
                FLAGS_forced_writes.b() ? "FULL" : "OFF", FLAGS_sqlite_journal.str().c_str(),
+               SqliteWal() ? " (store and delete end with a checkpoint)" : "",
                FLAGS_sqlite_secure_delete.str().c_str(), Runs(), Runs() == 1 ? "" : "s");
   std::fprintf(out, "files:");
   for (auto [cls, mb] : g_files_mb) {

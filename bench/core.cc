@@ -2,7 +2,7 @@
 // plus two engine microbenchmarks (buffer cache hit path, group commit).
 //
 //   tools/dev bench core [--rows=N] [--lookups=N] [--update_txns=N] [--updates_per_txn=N]
-//                        [--runs=N] [--forced_writes=0|1] [--sqlite_journal=delete|wal]
+//                        [--runs=N] [--forced_writes=0|1] [--sqlite_journal=wal|delete]
 //                        [--sqlite_rowid_pk=0|1] [common flags, see bench/util/bench_util.h]
 //                        [--benchmark_filter=... --benchmark_format=json ...]
 //
@@ -26,6 +26,10 @@
 //   core/scan/run:R/ENGINE    every row read in storage order in one read-only transaction
 // ENGINE is ember, sqlite, or (insert and update) ember_nodw: EmberDB with torn-page protection
 // off (Options::doublewrite = false), for the protection's cost in the same run.
+// The write phases (insert, update) end with each engine's deferred writes, inside the timed
+// phase: SQLite in WAL mode leaves its commits' pages in the WAL, so its phase ends with
+// PRAGMA wal_checkpoint(TRUNCATE) (checkpoint_ms: that part); EmberDB defers none today (a
+// commit writes its pages home before it returns).
 //
 // Checks, untimed, each failing the row and making the binary exit with 1: every looked-up id
 // found with the val its updates so far give it and the pad it was inserted with (a CRC32C of
@@ -46,29 +50,39 @@
 // collectors are drained (nothing queued, untimed), so no EmberDB thread works during a SQLite
 // phase or during the other EmberDB database's phase.
 //
-// Counters: EmberDB rows carry fetches, marks, reads, writes (pages written home) and dw_writes
-// (torn-page protection copies) of the phase (DatabaseStats delta). SQLite rows carry fetches and
-// reads from its pager (sqlite3_db_status: hits + misses, misses), and, counted by a VFS layer
-// (bench/util/sqlite_util.h), writes = pages written to the database file, journal_writes =
-// bytes written to the rollback journal (or WAL) in pages, and syncs. all_writes on both rows is
+// Counters: EmberDB rows carry fetches, marks, reads, writes (pages written home), dw_writes
+// (torn-page protection copies) and syncs (Counters::syncs) of the phase (DatabaseStats delta).
+// SQLite rows carry fetches and reads from its pager (sqlite3_db_status: hits + misses, misses),
+// and, counted by a VFS layer over the default VFS (bench/util/sqlite_util.h), writes = pages
+// written to the database file, journal_writes = bytes written to the WAL (or rollback journal)
+// in pages, and syncs (xSync calls, database and WAL or journal). all_writes on both rows is
 // every page written: EmberDB writes + dw_writes, SQLite writes + journal_writes; the summary
-// puts these side by side. SQLite has no "marks".
+// puts these side by side. SQLite has no "marks". Both rows also carry commits (transactions of
+// the phase), syncs_per_commit (syncs / commits) and page_writes_per_txn (page_writes / commits;
+// page_writes: EmberDB writes + dw_writes, SQLite's page-sized xWrite calls to the database and
+// the WAL or journal), which the summary's per-transaction table shows for the write phases.
 //
 // Durability is matched: --forced_writes=1 (default) = EmberDB fsync at commit and SQLite
-// synchronous=FULL; 0 = no fsync in EmberDB, synchronous=OFF. SQLite's journal is the rollback
-// journal (journal_mode=DELETE), the closest to careful write (no log); --sqlite_journal=wal
-// switches it. Both engines use --page_size and a cache of --cache_pages pages.
+// synchronous=FULL; 0 = no fsync in EmberDB, synchronous=OFF. SQLite runs in WAL mode
+// (journal_mode=WAL): with synchronous=FULL one sync per commit and torn-page safe, how users who
+// care about speed run it, so the peer to beat. --sqlite_journal=delete runs the rollback journal
+// instead (the default before; no log, the closest to careful write). Both engines use
+// --page_size and a cache of --cache_pages pages.
 //
 // Microbenchmarks (engine internals):
 //   core/cache_fetch/threads:{1,2}  Fetch(page, kShared) + PageRef release of resident pages on a
 //       BufferCache over a small file, each thread cycling over its own --cache_bench_pages pages;
 //       ns_per_fetch is per thread (averaged over threads); reads must stay 0 (all hits).
-//   core/commit/threads:{1,4,16}  small transactions (Begin, one insert, Commit) with forced writes
-//       always on, on a fresh database; commits_per_s over all threads and flushes_per_commit =
-//       group_commit_flushes / commits (below 1: commits shared an fsync round).
+//   core/commit/dw:{1,0}/threads:{1,4,16}  small transactions (Begin, one insert, Commit) with
+//       forced writes always on, on a fresh database, torn-page protection on (dw:1) and off
+//       (dw:0); commits_per_s over all threads, flushes_per_commit = group_commit_flushes /
+//       commits (below 1: commits shared an fsync round) and syncs_per_commit = the database's
+//       syncs (Counters::syncs, each counted once) / commits.
 // At the end a summary table per operation (median times, ratios EmberDB / SQLite, below 1:
-// EmberDB faster; CPU; page writes) and the count of wins, losses and evens — on stdout for the
-// console format, on stderr otherwise (JSON/CSV stay clean).
+// EmberDB faster; CPU; page writes), the count of wins, losses and evens, protection on against
+// off, syncs per commit and page writes per transaction of the write phases for every engine,
+// and the microbenchmarks' results — on stdout for the console format, on stderr otherwise
+// (JSON/CSV stay clean).
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -269,6 +283,7 @@ absl::Status EmberInsert(EmberCore& e, int64_t rows, double* commit_s) {
   if (absl::Status s = (*txn)->Commit(); !s.ok()) return s;
   *commit_s = Seconds(c0, Clock::now());
   e.x.Reset(rows);
+  // No deferred writes yet (Commit writes its pages home); once it defers, flush them here.
   return absl::OkStatus();
 }
 
@@ -312,6 +327,7 @@ absl::Status EmberUpdate(EmberCore& e, const std::vector<int64_t>& ids, int64_t 
   const auto g0 = Clock::now();
   absl::Status s = With(e.db->CollectGarbage(), "CollectGarbage after the updates");
   *gc_s = Seconds(g0, Clock::now());
+  // No deferred writes yet (Commit writes its pages home); once it defers, flush them here.
   return s;
 }
 
@@ -365,7 +381,9 @@ struct SqliteCore {
   }
 };
 
-absl::Status SqliteInsert(SqliteCore& q, int64_t rows, double* commit_s) {
+// A write phase of SQLite ends with SqliteCheckpoint: in WAL mode the pages its commits left in
+// the WAL are written to the database file then, inside the timed phase (*checkpoint_s: that part).
+absl::Status SqliteInsert(SqliteCore& q, int64_t rows, double* commit_s, double* checkpoint_s) {
   if (absl::Status s = q.Exec("BEGIN"); !s.ok()) return s;
   Stmt ins;
   if (absl::Status s = ins.Prepare(q.db, "INSERT INTO t(id, val, pad) VALUES(?1, ?2, ?3)"); !s.ok()) {
@@ -383,9 +401,12 @@ absl::Status SqliteInsert(SqliteCore& q, int64_t rows, double* commit_s) {
   }
   const auto c0 = Clock::now();
   if (absl::Status s = q.Exec("COMMIT"); !s.ok()) return s;
-  *commit_s = Seconds(c0, Clock::now());
+  const auto k0 = Clock::now();
+  *commit_s = Seconds(c0, k0);
   q.x.Reset(rows);
-  return absl::OkStatus();
+  absl::Status s = SqliteCheckpoint(q.db);
+  *checkpoint_s = Seconds(k0, Clock::now());
+  return s;
 }
 
 absl::Status SqliteLookup(SqliteCore& q, const std::vector<int64_t>& ids, std::vector<Seen>* seen) {
@@ -410,7 +431,8 @@ absl::Status SqliteLookup(SqliteCore& q, const std::vector<int64_t>& ids, std::v
   return q.Exec("COMMIT");
 }
 
-absl::Status SqliteUpdate(SqliteCore& q, const std::vector<int64_t>& ids, int64_t per_txn) {
+absl::Status SqliteUpdate(SqliteCore& q, const std::vector<int64_t>& ids, int64_t per_txn,
+                          double* checkpoint_s) {
   Stmt upd;
   if (absl::Status s = upd.Prepare(q.db, "UPDATE t SET val = val + 1 WHERE id = ?1"); !s.ok()) {
     return s;
@@ -427,7 +449,10 @@ absl::Status SqliteUpdate(SqliteCore& q, const std::vector<int64_t>& ids, int64_
     }
     if (absl::Status s = q.Exec("COMMIT"); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  const auto k0 = Clock::now();
+  absl::Status s = SqliteCheckpoint(q.db);
+  *checkpoint_s = Seconds(k0, Clock::now());
+  return s;
 }
 
 absl::Status SqliteScan(SqliteCore& q, ScanSums* sums) {
@@ -476,6 +501,11 @@ Comparison g_dw_on_off[kOps];
 // journal), and EmberDB's writes and dw_writes for the protection table.
 std::map<std::pair<int, int>, std::vector<double>> g_all_writes;
 std::map<std::pair<int, int>, std::vector<double>> g_home_writes, g_dw_writes;
+// (op, engine) -> per transaction of each run of a write phase: syncs per commit (EmberDB:
+// Counters::syncs; SQLite: xSync calls on the database and the WAL or journal) and pages
+// written (EmberDB writes + dw_writes; SQLite xWrite calls of a page, database and WAL or
+// journal), SQLite's checkpoint at the end of the phase included.
+std::map<std::pair<int, int>, std::vector<double>> g_syncs_per_commit, g_page_writes_per_txn;
 
 int64_t Rows() { return std::max<int64_t>(1, FLAGS_rows.i64()); }
 
@@ -493,7 +523,8 @@ absl::Status EnsureLoaded(Engine e) {
   if (g_sqlite.db && g_sqlite.x.rows == Rows()) return absl::OkStatus();
   std::fprintf(stderr, "bench: loading %lld rows into SQLite (untimed)\n", (long long)Rows());
   if (absl::Status s = g_sqlite.Create(); !s.ok()) return s;
-  return SqliteInsert(g_sqlite, Rows(), &commit_s);
+  double checkpoint_s = 0;
+  return SqliteInsert(g_sqlite, Rows(), &commit_s, &checkpoint_s);
 }
 
 // Before a phase: no EmberDB collector has anything left to do (see the file comment).
@@ -526,7 +557,11 @@ void BM_Core(benchmark::State& state, Op op, Engine engine, int run) {
   seen.reserve(ids.size());
   ScanSums sums;
   int64_t items = 0;
-  double commit_s = 0, gc_s = 0;
+  double commit_s = 0, gc_s = 0, checkpoint_s = 0;
+  // Transactions the phase commits (the read-only ones commit one that writes nothing).
+  const int64_t commits =
+      op == Op::kUpdate ? (static_cast<int64_t>(ids.size()) + per_txn - 1) / per_txn : 1;
+  const bool writes = op == Op::kInsert || op == Op::kUpdate;
   for (auto _ : state) {
     const Counters before = ember ? mine.Pages() : TakeSqlitePages(g_sqlite.db);
     (void)TakeSqliteIo();
@@ -535,7 +570,8 @@ void BM_Core(benchmark::State& state, Op op, Engine engine, int run) {
     absl::Status s;
     switch (op) {
       case Op::kInsert:
-        s = ember ? EmberInsert(mine, rows, &commit_s) : SqliteInsert(g_sqlite, rows, &commit_s);
+        s = ember ? EmberInsert(mine, rows, &commit_s)
+                  : SqliteInsert(g_sqlite, rows, &commit_s, &checkpoint_s);
         items = rows;
         break;
       case Op::kLookup:
@@ -543,7 +579,8 @@ void BM_Core(benchmark::State& state, Op op, Engine engine, int run) {
         items = static_cast<int64_t>(ids.size());
         break;
       case Op::kUpdate:
-        s = ember ? EmberUpdate(mine, ids, per_txn, &gc_s) : SqliteUpdate(g_sqlite, ids, per_txn);
+        s = ember ? EmberUpdate(mine, ids, per_txn, &gc_s)
+                  : SqliteUpdate(g_sqlite, ids, per_txn, &checkpoint_s);
         items = static_cast<int64_t>(ids.size());
         break;
       case Op::kScan:
@@ -566,11 +603,14 @@ void BM_Core(benchmark::State& state, Op op, Engine engine, int run) {
     }
     state.SetIterationTime(secs);
     state.counters["cpu_s"] = cpu_secs;
-    double all_writes = 0;
+    double all_writes = 0, syncs = 0, page_writes = 0;
     if (ember) {
       SetPageCounters(state, pages);
       SetAllWrites(state, pages);
       all_writes = static_cast<double>(pages.writes + pages.dw_writes);
+      syncs = static_cast<double>(pages.syncs);
+      page_writes = all_writes;
+      state.counters["page_writes"] = page_writes;
       g_home_writes[{static_cast<int>(op), static_cast<int>(engine)}].push_back(
           static_cast<double>(pages.writes));
       g_dw_writes[{static_cast<int>(op), static_cast<int>(engine)}].push_back(
@@ -578,8 +618,19 @@ void BM_Core(benchmark::State& state, Op op, Engine engine, int run) {
     } else {
       SetSqliteCounters(state, pages, io);
       all_writes = static_cast<double>(io.db_writes + JournalPages(io));
+      syncs = static_cast<double>(Syncs(io));
+      page_writes = static_cast<double>(PageWrites(io));
     }
     g_all_writes[{static_cast<int>(op), static_cast<int>(engine)}].push_back(all_writes);
+    const double n_commits = static_cast<double>(std::max<int64_t>(1, commits));
+    state.counters["commits"] = n_commits;
+    state.counters["syncs_per_commit"] = syncs / n_commits;
+    state.counters["page_writes_per_txn"] = page_writes / n_commits;
+    if (writes) {
+      const std::pair<int, int> key{static_cast<int>(op), static_cast<int>(engine)};
+      g_syncs_per_commit[key].push_back(syncs / n_commits);
+      g_page_writes_per_txn[key].push_back(page_writes / n_commits);
+    }
     const Sample sample{secs, cpu_secs};
     if (engine != Engine::kEmberNoDw) {
       g_vs_sqlite[static_cast<int>(op)].Set(ember, run, sample);
@@ -590,6 +641,7 @@ void BM_Core(benchmark::State& state, Op op, Engine engine, int run) {
   }
   state.SetItemsProcessed(items);
   if (op == Op::kInsert) state.counters["commit_ms"] = commit_s * 1e3;
+  if (writes && !ember && SqliteWal()) state.counters["checkpoint_ms"] = checkpoint_s * 1e3;
   if (op == Op::kUpdate) {
     if (ember) state.counters["gc_ms"] = gc_s * 1e3;
     state.counters["txns_per_s"] =
@@ -704,7 +756,7 @@ struct CommitFixture {
 };
 std::unique_ptr<CommitFixture> g_commit;
 struct CommitResult {
-  double commits_per_s = 0, flushes_per_commit = 0;
+  double commits_per_s = 0, flushes_per_commit = 0, syncs_per_commit = 0;
 };
 std::map<std::pair<int, int>, CommitResult> g_commit_results;  // (threads, dw) -> result
 
@@ -738,6 +790,7 @@ void BM_Commit(benchmark::State& state) {
     if (Failed(state, (*txn)->Insert(f.db.table, row).status(), absl::StrCat("core/commit insert id ", id))) break;
     if (Failed(state, (*txn)->Commit(), absl::StrCat("core/commit commit of id ", id))) break;
   }
+  // No deferred writes yet (Commit writes its pages home); once it defers, flush them here.
   // The loop's end barrier: every thread is done committing here.
   state.SetItemsProcessed(state.iterations());
   if (state.thread_index() == 0) {
@@ -747,9 +800,13 @@ void BM_Commit(benchmark::State& state) {
       const DatabaseStats after = f.db.db->stats();
       const double commits = static_cast<double>(after.commits - f.before.commits);
       const double flushes = static_cast<double>(after.group_commit_flushes - f.before.group_commit_flushes);
-      CommitResult r{commits / secs, commits > 0 ? flushes / commits : 0};
+      // The database's syncs (each counted once, however many commits shared it).
+      const double syncs = static_cast<double>(after.pages.syncs - f.before.pages.syncs);
+      CommitResult r{commits / secs, commits > 0 ? flushes / commits : 0,
+                     commits > 0 ? syncs / commits : 0};
       state.counters["commits_per_s"] = r.commits_per_s;
       state.counters["flushes_per_commit"] = r.flushes_per_commit;
+      state.counters["syncs_per_commit"] = r.syncs_per_commit;
       state.counters["commits"] = commits;
       SetPageCounters(state, after.pages - f.before.pages);
       g_commit_results[{state.threads(), static_cast<int>(state.range(0))}] = r;
@@ -799,6 +856,46 @@ void PrintDoublewriteCost(std::FILE* out) {
   if (header) {
     std::fprintf(out, "on writes = pages written home; dw_writes = protection copies and their "
                       "record pages, written on top of them\n");
+  }
+}
+
+// Syncs per commit and pages written per transaction of the write phases, every engine (SQLite's
+// checkpoint at the end of the phase included, EmberDB's CollectGarbage after its updates too).
+void PrintPerTransaction(std::FILE* out) {
+  bool header = false;
+  for (Op op : {Op::kInsert, Op::kUpdate}) {
+    const int o = static_cast<int>(op);
+    bool any = false;
+    for (Engine e : {Engine::kEmber, Engine::kEmberNoDw, Engine::kSqlite}) {
+      any |= g_syncs_per_commit.contains({o, static_cast<int>(e)});
+    }
+    if (!any) continue;
+    if (!header) {
+      std::fprintf(out, "\nper transaction, write phases (medians; SQLite journal_mode=%s):\n",
+                   FLAGS_sqlite_journal.str().c_str());
+      std::fprintf(out, "%-8s %6s %13s %13s %13s %13s %13s %13s\n", "op", "txns", "ember sync/c",
+                   "nodw sync/c", "sqlite sync/c", "ember pw/txn", "nodw pw/txn", "sqlite pw/txn");
+      header = true;
+    }
+    auto cell = [&](const std::map<std::pair<int, int>, std::vector<double>>& m, Engine e) {
+      auto it = m.find({o, static_cast<int>(e)});
+      return it == m.end() ? std::string("-") : absl::StrFormat("%.2f", Median(it->second));
+    };
+    std::fprintf(out, "%-8s %6lld %13s %13s %13s %13s %13s %13s\n", kOpNames[o],
+                 static_cast<long long>(op == Op::kUpdate ? FLAGS_update_txns.i64() : 1),
+                 cell(g_syncs_per_commit, Engine::kEmber).c_str(),
+                 cell(g_syncs_per_commit, Engine::kEmberNoDw).c_str(),
+                 cell(g_syncs_per_commit, Engine::kSqlite).c_str(),
+                 cell(g_page_writes_per_txn, Engine::kEmber).c_str(),
+                 cell(g_page_writes_per_txn, Engine::kEmberNoDw).c_str(),
+                 cell(g_page_writes_per_txn, Engine::kSqlite).c_str());
+  }
+  if (header) {
+    std::fprintf(out, "sync/c: syncs of the phase per commit (EmberDB: Counters::syncs; SQLite: "
+                      "xSync calls on the database and the WAL or journal); pw/txn: pages "
+                      "written per transaction (EmberDB home + doublewrite copies; SQLite "
+                      "page-sized writes to the database and the WAL or journal); SQLite's "
+                      "checkpoint and EmberDB's CollectGarbage after its updates included\n");
   }
 }
 
@@ -853,6 +950,7 @@ void PrintSummary() {
     std::fprintf(out, "Some rows FAILED (see 'bench: FAILED' on stderr): they are not in the summary.\n");
   }
   PrintDoublewriteCost(out);
+  PrintPerTransaction(out);
   if (!g_cache_ns.empty()) {
     std::fprintf(out, "\ncache fetch+release of resident pages:");
     for (auto [t, ns] : g_cache_ns) std::fprintf(out, "  %d thread(s) %.1f ns/fetch", t, ns);
@@ -861,8 +959,11 @@ void PrintSummary() {
   if (!g_commit_results.empty()) {
     std::fprintf(out, "commit of one-insert transactions (forced writes):\n");
     for (auto [key, r] : g_commit_results) {
-      std::fprintf(out, "  %2d thread(s), doublewrite %s: %8.0f commits/s, %.3f flushes per commit",
-                   key.first, key.second ? "on " : "off", r.commits_per_s, r.flushes_per_commit);
+      std::fprintf(out,
+                   "  %2d thread(s), doublewrite %s: %8.0f commits/s, %.3f flushes per commit, "
+                   "%.3f syncs per commit",
+                   key.first, key.second ? "on " : "off", r.commits_per_s, r.flushes_per_commit,
+                   r.syncs_per_commit);
       auto off = g_commit_results.find({key.first, 0});
       if (key.second && off != g_commit_results.end() && r.commits_per_s > 0) {
         // Time per commit with protection over time per commit without it.

@@ -14,10 +14,14 @@
 
 namespace ember::bench {
 
-// --sqlite_journal (journal_mode; default delete, the rollback journal: no log, the closest to
-// EmberDB's careful write) and --sqlite_secure_delete (default 0).
+// --sqlite_journal (journal_mode; default wal: with synchronous=FULL one sync per commit and
+// torn-page safe, how users who care about speed run SQLite; delete, the rollback journal, is
+// the closest to EmberDB's careful write and was the default before) and --sqlite_secure_delete
+// (default 0).
 extern Flag FLAGS_sqlite_journal;
 extern Flag FLAGS_sqlite_secure_delete;
+// --sqlite_journal is wal.
+bool SqliteWal();
 
 // InternalError naming `what` with SQLite's message for `db`.
 absl::Status SqlError(sqlite3* db, std::string_view what);
@@ -26,11 +30,18 @@ absl::Status SqlExec(sqlite3* db, const std::string& sql);
 
 // Creates a SQLite database at `path` through the counting VFS (below), set up as EmberDB's
 // databases are: --page_size, a cache of --cache_pages pages, synchronous=FULL with
-// --forced_writes=1 (else OFF), journal_mode=--sqlite_journal, and secure_delete=
-// --sqlite_secure_delete. Debian builds SQLite with secure delete on by default, which
-// overwrites every freed page with zeros (and journals it); EmberDB does not zero freed pages,
-// so the benchmarks turn it off unless asked. On error *db may be set and must be closed.
+// --forced_writes=1 (else OFF), journal_mode=--sqlite_journal (an error if SQLite keeps another
+// mode), and secure_delete=--sqlite_secure_delete. Debian builds SQLite with secure delete on by
+// default, which overwrites every freed page with zeros (and journals it); EmberDB does not zero
+// freed pages, so the benchmarks turn it off unless asked. On error *db may be set and must be
+// closed.
 absl::Status OpenSqlite(const std::string& path, sqlite3** db);
+
+// In WAL mode, PRAGMA wal_checkpoint(TRUNCATE): the pages the WAL holds written to the database
+// file (synced with synchronous=FULL) and the WAL emptied, so that a timed write phase that ends
+// with it counts the writes WAL mode defers. An error if the checkpoint could not finish (busy).
+// Nothing in the other modes.
+absl::Status SqliteCheckpoint(sqlite3* db);
 
 // SQLite's pager counters since the last call (reset on read), as the nearest equivalents of
 // ours: fetches = cache hits + misses, reads = misses, writes = pages written. Zero for null.
@@ -44,8 +55,17 @@ struct SqliteIo {
   uint64_t journal_bytes = 0;  // bytes written to the journal or WAL (page images and headers)
   uint64_t db_syncs = 0, journal_syncs = 0;  // xSync calls
   uint64_t other_bytes = 0;    // temp files, statement journals
+  // xWrite calls of exactly --page_size bytes: pages written to the database file, and page
+  // images written to the journal or WAL (their headers and checksums are calls of their own).
+  uint64_t db_page_writes = 0, journal_page_writes = 0;
 };
 SqliteIo TakeSqliteIo();  // since the last call
+inline uint64_t Syncs(const SqliteIo& io) { return io.db_syncs + io.journal_syncs; }
+// Pages written, the database's and the journal's or WAL's: the counterpart of EmberDB's
+// writes + dw_writes, counted by write calls (JournalPages below converts bytes).
+inline uint64_t PageWrites(const SqliteIo& io) {
+  return io.db_page_writes + io.journal_page_writes;
+}
 
 // The journal's bytes in pages of the database's page size, rounded up: SQLite writes a page
 // image into the journal as several calls (page number, image, checksum), so bytes are counted
@@ -54,12 +74,13 @@ uint64_t JournalPages(const SqliteIo& io);
 
 // Puts SQLite's counters of a phase on a benchmark row: fetches, reads (pager), writes (pages
 // written to the database file), journal_writes (JournalPages), all_writes (the two added: the
-// counterpart of EmberDB's writes + dw_writes), syncs (database + journal).
+// counterpart of EmberDB's writes + dw_writes), syncs (database + journal), page_writes
+// (PageWrites).
 void SetSqliteCounters(benchmark::State& state, const Counters& pages, const SqliteIo& io);
 // The same total for EmberDB rows: all_writes = writes + dw_writes.
 void SetAllWrites(benchmark::State& state, const Counters& pages);
 
-// Adds sqlite_journal and sqlite_secure_delete to the benchmark context.
+// Adds sqlite_journal, sqlite_synchronous and sqlite_secure_delete to the benchmark context.
 void AddSqliteContext();
 
 // A prepared statement, finalized on destruction.

@@ -139,7 +139,9 @@ class BenchRun:
         settings = []
         if self.repetitions > 1:
             settings.append("medians of up to %d repetitions per row" % self.repetitions)
-        for key in ("page_size", "cache_pages", "forced_writes", "doublewrite", "runs"):
+        # sqlite_journal: the SQLite mode of the benchmarks that compare with SQLite.
+        for key in ("page_size", "cache_pages", "forced_writes", "doublewrite", "runs",
+                    "sqlite_journal"):
             if key in c and key not in skip:
                 settings.append("%s %s" % (key, c[key]))
         if c.get("db_fs"):  # a RAM disk makes every sync free
