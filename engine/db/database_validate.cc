@@ -55,7 +55,7 @@ void CheckBlobPage(cache::BufferCache* cache, uint32_t rel, page::PageNo p, bool
   }
   if (!listed) return;
   for (uint32_t i = 0; i < page::BlobUsed(d); ++i) {
-    listed->push_back(util::Get32(page::BlobData(d) + 4 * i));
+    listed->push_back(util::Get32(page::BlobData(d) + size_t{4} * i));
   }
 }
 

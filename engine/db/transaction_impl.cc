@@ -2,7 +2,7 @@
 #include "engine/db/transaction_impl.h"
 
 #include <algorithm>
-#include <cstring>
+#include <bit>
 
 #include "absl/strings/str_cat.h"
 #include "engine/db/cursors.h"
@@ -26,7 +26,7 @@ TableState* StateOf(const Table& t) { return TableState::From(t); }
 bool SameKeyValue(const Value& a, const Value& b) {
   const double* x = std::get_if<double>(&a);
   const double* y = std::get_if<double>(&b);
-  if (x && y) return std::memcmp(x, y, sizeof(double)) == 0;
+  if (x && y) return std::bit_cast<uint64_t>(*x) == std::bit_cast<uint64_t>(*y);
   return a == b;
 }
 IndexState* StateOf(const Index& ix) { return IndexState::From(ix); }

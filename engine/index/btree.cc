@@ -201,12 +201,12 @@ SplitPlan PlanSplit(BtreeNode& node, size_t k) {
   auto& e = node.entries;
   if (node.leaf()) {
     p.separator = ShortestSeparator(e[k - 1].key, e[k].key);
-    p.right.entries.assign(std::make_move_iterator(e.begin() + k),
+    p.right.entries.assign(std::make_move_iterator(e.begin() + static_cast<ptrdiff_t>(k)),
                            std::make_move_iterator(e.end()));
   } else {
     p.separator = std::move(e[k].key);
     p.right.low_page = static_cast<PageNo>(e[k].value);
-    p.right.entries.assign(std::make_move_iterator(e.begin() + k + 1),
+    p.right.entries.assign(std::make_move_iterator(e.begin() + static_cast<ptrdiff_t>(k) + 1),
                            std::make_move_iterator(e.end()));
   }
   e.resize(k);
@@ -720,7 +720,7 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
         if (!child.ok() || *child == page::kNoPage) return child.status();
         link_child = *child;
       }
-      node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::string(key), value});
+      node.entries.insert(node.entries.begin() + static_cast<ptrdiff_t>(pos), BtreeEntry{std::string(key), value});
       // The entry goes in place with BtreeInsertRoom free; else the node re-encoded may fit.
       BtreeHeader h;
       target_splits =
@@ -796,7 +796,7 @@ absl::Status BTree::Impl::Splitter::PostUp(std::string entry_key, uint64_t entry
       absl::StatusOr<size_t> at = DecodeAt(ref, t_->page_size, entry_key, &node);
       if (!at.ok()) return at.status();
       pos = *at;
-      node.entries.insert(node.entries.begin() + pos, BtreeEntry{entry_key, entry_value});
+      node.entries.insert(node.entries.begin() + static_cast<ptrdiff_t>(pos), BtreeEntry{entry_key, entry_value});
       node_ready = true;
     }
     if (page::EncodeBtreePage(node, ref.data(), t_->page_size)) {

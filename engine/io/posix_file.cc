@@ -67,7 +67,7 @@ absl::Status PosixFile::Read(uint64_t offset, void* buf, size_t len) {
   auto* p = static_cast<char*>(buf);
   size_t done = 0;
   while (done < len) {
-    const ssize_t n = ::pread(fd_, p + done, std::min(len - done, kMaxIo), offset + done);
+    const ssize_t n = ::pread(fd_, p + done, std::min(len - done, kMaxIo), static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, "pread", path_, offset + done);
@@ -124,7 +124,7 @@ absl::Status PosixFile::WriteAll(uint64_t offset, const void* data, size_t len, 
   size_t done = 0;
   while (done < len) {
     const size_t want = std::min(done == 0 ? first_len : len - done, kMaxIo);
-    const ssize_t n = ::pwrite(fd_, p + done, want, offset + done);
+    const ssize_t n = ::pwrite(fd_, p + done, want, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, "pwrite", path_, offset + done);
