@@ -2,7 +2,7 @@
 // write must be whole 4096- or 512-byte units, some new and some old; ReorderFile must leave such
 // pages in the file after a power loss, whichever path (pwrite, io_uring) wrote them; and a
 // database page torn that way must fail its checksum: only the doublewrite area's repair at open
-// (tests/db/torn_page_test.cc, the crash tests) makes such a page whole again.
+// (tests/crash/torn_page_test.cc, the crash tests) makes such a page whole again.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
