@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/db/database_impl.h"
-#include "tests/blob/blob_db_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/blob_db_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember::testing {
 namespace {

@@ -18,9 +18,9 @@
 #include "engine/blob/stored_blobs.h"
 #include "engine/page/blob_page.h"
 #include "engine/page/page.h"
-#include "tests/blob/blob_db_util.h"
-#include "tests/blob/blob_test_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/blob_db_util.h"
+#include "tests/support/blob_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember::blobtest {
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "ember/ember.h"
-#include "tests/blob/blob_db_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/blob_db_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember::blobtest {
 namespace {

@@ -27,9 +27,9 @@
 #include "engine/page/blob_page.h"
 #include "engine/record/record_format.h"
 #include "engine/record/relation.h"
-#include "tests/blob/blob_db_util.h"
-#include "tests/blob/blob_test_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/blob_db_util.h"
+#include "tests/support/blob_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember::blobtest {
 namespace {

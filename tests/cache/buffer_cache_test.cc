@@ -21,8 +21,8 @@
 #include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
 #include "engine/util/counters.h"
-#include "tests/cache/cache_test_util.h"
-#include "tests/engine_test_util.h"
+#include "tests/support/cache_util.h"
+#include "tests/support/engine_util.h"
 
 using namespace ember;
 using cache::BufferCache;

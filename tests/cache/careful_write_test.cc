@@ -32,9 +32,9 @@
 #include "engine/io/fault_file.h"
 #include "engine/page/page.h"
 #include "engine/util/coding.h"
-#include "tests/cache/cache_test_util.h"
-#include "tests/engine_test_util.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/cache_util.h"
+#include "tests/support/engine_util.h"
+#include "tests/support/temp_dir.h"
 
 using namespace ember;
 using cache::BufferCache;

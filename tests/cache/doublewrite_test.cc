@@ -12,7 +12,7 @@
 #include "engine/cache/buffer_cache.h"
 #include "engine/io/fault_file.h"
 #include "engine/page/doublewrite_page.h"
-#include "tests/engine_test_util.h"
+#include "tests/support/engine_util.h"
 
 namespace ember::cache {
 namespace {

@@ -61,10 +61,10 @@
 #include "engine/db/database_impl.h"
 #include "engine/io/fault_file.h"
 #include "engine/page/blob_page.h"
-#include "tests/blob/blob_test_util.h"
-#include "tests/crash/child_process.h"
-#include "tests/crash/crash_util.h"
-#include "tests/crash/side_log.h"
+#include "tests/support/blob_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/side_log.h"
 
 namespace ember::blobcrash {
 namespace {

@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
-#include "tests/crash/side_log.h"
+#include "tests/support/side_log.h"
 
 namespace ember::crashtest {
 

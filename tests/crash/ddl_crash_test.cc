@@ -32,9 +32,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
-#include "tests/crash/child_process.h"
-#include "tests/crash/crash_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

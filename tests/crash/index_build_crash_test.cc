@@ -8,8 +8,8 @@
 #include <string>
 
 #include "ember/ember.h"
-#include "tests/crash/child_process.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

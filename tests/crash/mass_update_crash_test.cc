@@ -20,8 +20,8 @@
 
 #include "engine/db/database_impl.h"
 #include "engine/io/fault_file.h"
-#include "tests/crash/crash_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "ember/ember.h"
-#include "tests/crash/child_process.h"
-#include "tests/crash/crash_util.h"
-#include "tests/db/big_table.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/big_table.h"
+#include "tests/support/child_process.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

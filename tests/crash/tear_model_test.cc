@@ -13,9 +13,9 @@
 
 #include "engine/io/file.h"
 #include "engine/page/page.h"
-#include "tests/crash/crash_util.h"
-#include "tests/crash/reorder_file.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/reorder_file.h"
+#include "tests/support/temp_dir.h"
 
 namespace ember::crashtest {
 namespace {

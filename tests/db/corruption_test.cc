@@ -38,8 +38,8 @@
 #include "engine/page/page.h"
 #include "engine/page/pointer_page.h"
 #include "engine/util/coding.h"
-#include "tests/crash/crash_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

@@ -19,9 +19,9 @@
 
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
-#include "tests/crash/child_process.h"
-#include "tests/db/damage_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/damage_util.h"
+#include "tests/support/db_util.h"
 
 extern char** environ;
 

@@ -15,7 +15,7 @@
 #include "engine/cache/page_space.h"
 #include "engine/page/tip.h"
 #include "engine/txn/txn_manager.h"
-#include "tests/engine_test_util.h"
+#include "tests/support/engine_util.h"
 
 using namespace ember;
 using cache::CacheOptions;

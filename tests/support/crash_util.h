@@ -33,8 +33,8 @@
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
 #include "engine/io/fault_file.h"
-#include "tests/crash/reorder_file.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/reorder_file.h"
+#include "tests/support/temp_dir.h"
 
 namespace ember::crashtest {
 

@@ -26,7 +26,7 @@
 #include "engine/page/page.h"
 #include "engine/page/pip.h"
 #include "engine/util/coding.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace ember::unit {
 

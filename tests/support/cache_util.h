@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/cache/buffer_cache.h"
-#include "tests/engine_test_util.h"
+#include "tests/support/engine_util.h"
 
 namespace ember::cachetest {
 

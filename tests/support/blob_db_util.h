@@ -22,8 +22,8 @@
 #include "engine/db/database_impl.h"
 #include "engine/page/blob_page.h"
 #include "engine/record/relation.h"
-#include "tests/blob/blob_test_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/blob_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember::blobtest {
 
