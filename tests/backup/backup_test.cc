@@ -17,8 +17,6 @@
 namespace ember::testing {
 namespace {
 
-using blobtest::ReadAll;
-
 // A table's rows in a form independent of record ids and BLOB ids (BLOBs by their bytes),
 // sorted, for comparing two databases.
 std::vector<std::string> Content(Database* db, const std::string& table) {

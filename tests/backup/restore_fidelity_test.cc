@@ -17,8 +17,6 @@
 namespace ember::testing {
 namespace {
 
-using blobtest::ReadAll;
-
 // Rows of table `name` by their first column (an int64 id), each BLOB as its bytes.
 std::map<int64_t, std::vector<std::string>> RowsById(Database* db, const std::string& name) {
   auto txn = VALUE_OR_FAIL(db->Begin());

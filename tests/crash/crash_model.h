@@ -29,7 +29,7 @@
 #include "ember/ember.h"
 #include "tests/support/side_log.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 
 inline TableSchema RowsSchema() {
   return TableSchema{"rows",
@@ -420,4 +420,4 @@ inline absl::Status ReadState(Transaction& t, const Handles& h,
   return absl::OkStatus();
 }
 
-}  // namespace ember::crashtest
+}  // namespace ember::testing

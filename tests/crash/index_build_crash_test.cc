@@ -14,9 +14,9 @@
 namespace ember {
 namespace {
 
-using crashtest::ChildLink;
-using crashtest::OkOrDie;
-using crashtest::ValueOrDie;
+using testing::ChildLink;
+using testing::OkOrDie;
+using testing::ValueOrDie;
 
 constexpr int64_t kRows = 150000;
 
@@ -53,7 +53,7 @@ TEST_CASE("index build crash: SIGKILL during CREATE INDEX leaves no index or the
     const int delay_ms = static_cast<int>(rng() % 400);
     INFO("round " << round << ", kill after " << delay_ms << " ms");
     const std::string path = tmp.path();
-    crashtest::ForkAndKill(
+    testing::ForkAndKill(
         [&](const ChildLink& link) {
           auto db = ValueOrDie(Database::Open(path, BuildOptions()), "open");
           const char ready = 'R';

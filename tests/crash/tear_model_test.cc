@@ -17,7 +17,7 @@
 #include "tests/support/reorder_file.h"
 #include "tests/support/temp_dir.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 namespace {
 
 // Per unit of `torn`: 1 when it equals `after` there, 0 when it equals `before`, -1 otherwise.
@@ -183,4 +183,4 @@ TEST_CASE("tear model: a database page torn at a 4096 or 512 boundary fails its 
 }
 
 }  // namespace
-}  // namespace ember::crashtest
+}  // namespace ember::testing

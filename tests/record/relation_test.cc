@@ -145,7 +145,7 @@ struct RelEnv {
     return n;
   }
 
-  unit::TestDb db;
+  testing::TestDb db;
   std::unique_ptr<cache::PageSpace> space;
   std::unique_ptr<TxnManager> tm;
   PageNo tip = 0;

@@ -25,12 +25,7 @@
 #include "tests/support/blob_util.h"
 #include "tests/support/db_util.h"
 
-namespace ember::blobtest {
-
-using ember::testing::OpenOrFail;
-using ember::testing::Pattern;
-using ember::testing::ScanAll;
-using ember::testing::TempDir;
+namespace ember::testing {
 
 // A scratch directory (mkdtemp; removed with its contents at the end) on /dev/shm when there is
 // one, else where TempDir puts it. Durability is not what these tests measure (the crash test
@@ -158,7 +153,7 @@ inline TableSchema DocsSchema() {
 // Without forced writes: with them every eviction of a page whose prerequisite (its PIP) was
 // written since the last sync costs an fsync (careful write), and only the crash test needs that.
 inline Options BlobOptions(uint32_t page_size, int mode, uint32_t cache_pages = 256) {
-  Options o = ember::testing::CreateOptions(page_size, cache_pages);
+  Options o = CreateOptions(page_size, cache_pages);
   o.blob_temp_space = mode;
   o.forced_writes = false;
   return o;
@@ -192,4 +187,4 @@ inline void RequireCleanValidate(Database* d, bool allow_unreachable = false) {
   }
 }
 
-}  // namespace ember::blobtest
+}  // namespace ember::testing

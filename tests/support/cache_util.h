@@ -9,7 +9,7 @@
 #include "engine/cache/buffer_cache.h"
 #include "tests/support/engine_util.h"
 
-namespace ember::cachetest {
+namespace ember::testing {
 
 constexpr uint32_t kPs = 4096;
 
@@ -34,24 +34,24 @@ inline cache::CacheOptions Opts(uint32_t capacity, bool forced = false) {
 inline void MakePage(cache::BufferCache& c, page::PageNo no, uint64_t stamp, uint64_t txn = 1,
                      cache::NewPage kind = cache::NewPage::kPlaced) {
   cache::PageRef r = VALUE_OR_FAIL(c.FetchNew(no, kind));
-  unit::FillPage(r.data(), c.page_size(), no, stamp);
+  FillPage(r.data(), c.page_size(), no, stamp);
   r.Mark(txn);
 }
 
 // Rewrites page `no` (fetched exclusively) with FillPage(no, stamp), marked for `txn`.
 inline void RewritePage(cache::BufferCache& c, page::PageNo no, uint64_t stamp, uint64_t txn = 1) {
   cache::PageRef r = VALUE_OR_FAIL(c.Fetch(no, cache::LatchMode::kExclusive));
-  unit::FillPage(r.data(), c.page_size(), no, stamp);
+  FillPage(r.data(), c.page_size(), no, stamp);
   r.Mark(txn);
 }
 
-inline size_t WritesOf(const std::vector<unit::IoEvent>& ev, page::PageNo p) {
+inline size_t WritesOf(const std::vector<IoEvent>& ev, page::PageNo p) {
   return std::count_if(ev.begin(), ev.end(),
-                       [&](const unit::IoEvent& e) { return !e.sync && e.page == p; });
+                       [&](const IoEvent& e) { return !e.sync && e.page == p; });
 }
 
-inline size_t Syncs(const std::vector<unit::IoEvent>& ev) {
-  return std::count_if(ev.begin(), ev.end(), [](const unit::IoEvent& e) { return e.sync; });
+inline size_t Syncs(const std::vector<IoEvent>& ev) {
+  return std::count_if(ev.begin(), ev.end(), [](const IoEvent& e) { return e.sync; });
 }
 
-}  // namespace ember::cachetest
+}  // namespace ember::testing

@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "ember/ember.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 
 // ---------------------------------------------------------------- in the child
 
@@ -154,4 +154,4 @@ inline void ForkAndKill(const std::function<void(const ChildLink&)>& child, int 
   }
 }
 
-}  // namespace ember::crashtest
+}  // namespace ember::testing

@@ -36,7 +36,7 @@
 #include "tests/support/reorder_file.h"
 #include "tests/support/temp_dir.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 
 // ---------------------------------------------------------------- environment and scratch space
 
@@ -107,7 +107,7 @@ class ScratchDir {
 
  private:
   std::string path_;
-  testing::TempDir fallback_;  // where there is no /dev/shm
+  TempDir fallback_;  // where there is no /dev/shm
 };
 
 // ---------------------------------------------------------------- assertions
@@ -227,8 +227,8 @@ inline void KeepForPostMortem(const std::string& db_path) {
 // Validate must be clean. Unreachable pages (allocated, linked from nothing: what a crash may
 // leave, e.g. the pages of a BLOB being written) are allowed; they are freed and the database
 // validated again. Returns how many there were; `in_use` gets the pages Validate walked.
-inline size_t RequireValid(Database* db, const std::string& db_path = "",
-                           uint64_t* in_use = nullptr) {
+inline size_t RequireValidAfterCrash(Database* db, const std::string& db_path = "",
+                                     uint64_t* in_use = nullptr) {
   ValidationReport rep = ValueOr(db->Validate(ValidateOptions{}), "Validate");
   if (!rep.ok()) KeepForPostMortem(db_path);
   INFO("validation errors:\n" << Join(rep.errors));
@@ -302,4 +302,4 @@ Model RequireModel(Database* db, ReadFn&& read, const Model& want, const Model* 
   return got;
 }
 
-}  // namespace ember::crashtest
+}  // namespace ember::testing

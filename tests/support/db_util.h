@@ -1,8 +1,7 @@
-// Helpers shared by the database-level tests (tests/db/*_test.cc): status assertions, a
-// temporary database file, row formatting for failure messages, and file corruption helpers.
-//
-// The REQUIRE_OK / CHECK_OK / VALUE_OR_FAIL macros use Catch2 and so belong on the test's main
-// thread only; worker threads collect their problems in an ErrorLog and the main thread checks it.
+// Helpers shared by the database-level tests (tests/db/*_test.cc): a temporary database file,
+// row formatting for failure messages, file corruption helpers, and an ErrorLog in which worker
+// threads collect their problems for the main thread to check (status_matchers.h's assertions
+// belong on the main thread only).
 #pragma once
 #include <catch2/catch.hpp>
 
@@ -23,37 +22,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ember/ember.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
-
-namespace ember::testing {
-
-inline absl::Status StatusOf(const absl::Status& s) { return s; }
-template <typename T>
-absl::Status StatusOf(const absl::StatusOr<T>& s) {
-  return s.status();
-}
-
-template <typename T>
-T ValueOrFail(absl::StatusOr<T> s, const char* expr) {
-  if (!s.ok()) FAIL(expr << ": " << s.status().ToString());
-  return std::move(*s);
-}
-
-}  // namespace ember::testing
-
-#define REQUIRE_OK(expr)                                                  \
-  do {                                                                    \
-    const absl::Status _ember_s = ::ember::testing::StatusOf(expr);       \
-    if (!_ember_s.ok()) FAIL(#expr << ": " << _ember_s.ToString());       \
-  } while (0)
-
-#define CHECK_OK(expr)                                                    \
-  do {                                                                    \
-    const absl::Status _ember_s = ::ember::testing::StatusOf(expr);       \
-    if (!_ember_s.ok()) FAIL_CHECK(#expr << ": " << _ember_s.ToString()); \
-  } while (0)
-
-#define VALUE_OR_FAIL(expr) ::ember::testing::ValueOrFail((expr), #expr)
 
 namespace ember::testing {
 

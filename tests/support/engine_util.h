@@ -1,9 +1,6 @@
-// Helpers for the engine-part tests (cache, txn, record): status assertions, a File wrapper that
-// records the order of page writes and syncs (to check careful-write precedence), a scratch
-// database file with a buffer cache over it, and a precedence checker over the recorded events.
-//
-// The REQUIRE_OK / CHECK_OK / VALUE_OR_FAIL macros use Catch2 and so belong on the test's main
-// thread only; worker threads collect their problems and the main thread checks them.
+// Helpers for the engine-part tests (cache, txn, record): a File wrapper that records the order
+// of page writes and syncs (to check careful-write precedence), a scratch database file with a
+// buffer cache over it, and a precedence checker over the recorded events.
 #pragma once
 #include <catch2/catch.hpp>
 
@@ -26,43 +23,10 @@
 #include "engine/page/page.h"
 #include "engine/page/pip.h"
 #include "engine/util/coding.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/temp_dir.h"
 
-namespace ember::unit {
-
-inline absl::Status StatusOf(const absl::Status& s) { return s; }
-template <typename T>
-absl::Status StatusOf(const absl::StatusOr<T>& s) {
-  return s.status();
-}
-
-template <typename T>
-T ValueOrFail(absl::StatusOr<T> s, const char* expr) {
-  if (!s.ok()) FAIL(expr << ": " << s.status().ToString());
-  return std::move(*s);
-}
-
-}  // namespace ember::unit
-
-#ifndef REQUIRE_OK
-#define REQUIRE_OK(expr)                                                  \
-  do {                                                                    \
-    const absl::Status _ember_s = ::ember::unit::StatusOf(expr);          \
-    if (!_ember_s.ok()) FAIL(#expr << ": " << _ember_s.ToString());       \
-  } while (0)
-#endif
-#ifndef CHECK_OK
-#define CHECK_OK(expr)                                                    \
-  do {                                                                    \
-    const absl::Status _ember_s = ::ember::unit::StatusOf(expr);          \
-    if (!_ember_s.ok()) FAIL_CHECK(#expr << ": " << _ember_s.ToString()); \
-  } while (0)
-#endif
-#ifndef VALUE_OR_FAIL
-#define VALUE_OR_FAIL(expr) ::ember::unit::ValueOrFail((expr), #expr)
-#endif
-
-namespace ember::unit {
+namespace ember::testing {
 
 // One recorded I/O event. Every Write, every WriteBatch and every Sync is one `step`; the requests
 // of one WriteBatch share a step (their order inside the batch is undefined).
@@ -279,7 +243,7 @@ class TestDb {
   }
 
  private:
-  testing::TempDir dir_;
+  TempDir dir_;
   cache::CacheOptions opts_;
   std::unique_ptr<RecordingFile> file_;
   std::unique_ptr<cache::BufferCache> cache_;
@@ -310,4 +274,4 @@ inline std::string CheckPage(const uint8_t* data, uint32_t ps, page::PageNo no, 
   return "";
 }
 
-}  // namespace ember::unit
+}  // namespace ember::testing

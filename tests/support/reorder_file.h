@@ -31,7 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/io/file.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 
 // A pass-through File whose Sync() does nothing: for the in-process power-loss tests, where what
 // counts as durable is decided by the fault-injecting file above it (FaultFile, ReorderFile)
@@ -273,4 +273,4 @@ class ReorderFile : public io::File, private io::WriteHook {
   uint64_t torn_ = 0;
 };
 
-}  // namespace ember::crashtest
+}  // namespace ember::testing

@@ -24,7 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 
 // What one transaction did, as logged: `tag` is unique per transaction.
 template <class Op>
@@ -133,4 +133,4 @@ void ExpectedStates(const SideLog<Op>& log, const Model& before, Model* want,
   }
 }
 
-}  // namespace ember::crashtest
+}  // namespace ember::testing
