@@ -1,8 +1,8 @@
-// Helpers shared by the cache tests (buffer_cache_test.cc, careful_write_test.cc): options for a
-// small cache of 4 KB pages, making and rewriting test pages, and counting recorded I/O events.
-// Header-only: tests/CMakeLists.txt compiles only *_test.cc files.
+// Helpers for the buffer cache tests (buffer_cache_test.cc, careful_write_test.cc): options for
+// a small cache of 4 KB pages, making and rewriting test pages (FillPage, engine_util.h), and
+// counting recorded I/O events.
 #pragma once
-#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -22,36 +22,17 @@ constexpr bool kTsan = true;
 constexpr bool kTsan = false;
 #endif
 
-inline cache::CacheOptions Opts(uint32_t capacity, bool forced = false) {
-  cache::CacheOptions o;
-  o.page_size = kPs;
-  o.capacity = capacity;
-  o.forced_writes = forced;
-  return o;
-}
+cache::CacheOptions Opts(uint32_t capacity, bool forced = false);
 
 // Creates page `no` with FillPage(no, stamp), marked for `txn`.
-inline void MakePage(cache::BufferCache& c, page::PageNo no, uint64_t stamp, uint64_t txn = 1,
-                     cache::NewPage kind = cache::NewPage::kPlaced) {
-  cache::PageRef r = VALUE_OR_FAIL(c.FetchNew(no, kind));
-  FillPage(r.data(), c.page_size(), no, stamp);
-  r.Mark(txn);
-}
+void MakePage(cache::BufferCache& c, page::PageNo no, uint64_t stamp, uint64_t txn = 1,
+              cache::NewPage kind = cache::NewPage::kPlaced);
 
 // Rewrites page `no` (fetched exclusively) with FillPage(no, stamp), marked for `txn`.
-inline void RewritePage(cache::BufferCache& c, page::PageNo no, uint64_t stamp, uint64_t txn = 1) {
-  cache::PageRef r = VALUE_OR_FAIL(c.Fetch(no, cache::LatchMode::kExclusive));
-  FillPage(r.data(), c.page_size(), no, stamp);
-  r.Mark(txn);
-}
+void RewritePage(cache::BufferCache& c, page::PageNo no, uint64_t stamp, uint64_t txn = 1);
 
-inline size_t WritesOf(const std::vector<IoEvent>& ev, page::PageNo p) {
-  return std::count_if(ev.begin(), ev.end(),
-                       [&](const IoEvent& e) { return !e.sync && e.page == p; });
-}
-
-inline size_t Syncs(const std::vector<IoEvent>& ev) {
-  return std::count_if(ev.begin(), ev.end(), [](const IoEvent& e) { return e.sync; });
-}
+// The recorded writes of page `p`, and the recorded syncs.
+size_t WritesOf(const std::vector<IoEvent>& ev, page::PageNo p);
+size_t Syncs(const std::vector<IoEvent>& ev);
 
 }  // namespace ember::testing

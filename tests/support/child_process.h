@@ -1,30 +1,21 @@
-// The process side of the SIGKILL crash tests (crash_test.cc, blob_crash_test.cc): the parent
-// forks a child that opens the database and runs transactions, logging them in the side log
-// (side_log.h), and kills it at a chosen moment; a real SIGKILL is the only way to stop the
-// engine at an arbitrary instruction with the kernel keeping what it had been given.
+// The process side of the SIGKILL crash tests (tests/crash/, and tools/tools_test.cc's killed
+// writer): the parent forks a child that opens the database and runs transactions, logging them
+// in the side log (side_log.h), and kills it at a chosen moment; a real SIGKILL is the only way
+// to stop the engine at an arbitrary instruction with the kernel keeping what it had been given.
 //
 // The child must not use Catch2 (an assertion would throw inside the forked copy of the test
 // runner): it reports a failure on stderr and exits with kChildFailed, which the parent's check
 // of the exit status turns into a test failure.
-//
-// Header-only on purpose: tests/CMakeLists.txt compiles only *_test.cc files.
 #pragma once
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
+#include <sys/types.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -36,16 +27,10 @@ namespace ember::testing {
 
 constexpr int kChildFailed = 3;
 
-[[noreturn]] inline void ChildDie(const std::string& msg) {
-  const std::string m = "crash test child: " + msg + "\n";
-  ssize_t ignored = ::write(2, m.data(), m.size());
-  (void)ignored;
-  ::_exit(kChildFailed);
-}
+// Reports `msg` on stderr and exits with kChildFailed.
+[[noreturn]] void ChildDie(const std::string& msg);
 
-inline void OkOrDie(const absl::Status& s, const std::string& what) {
-  if (!s.ok()) ChildDie(what + ": " + s.ToString());
-}
+void OkOrDie(const absl::Status& s, const std::string& what);
 
 template <class T>
 T ValueOrDie(absl::StatusOr<T> v, const std::string& what) {
@@ -55,17 +40,7 @@ T ValueOrDie(absl::StatusOr<T> v, const std::string& what) {
 
 // A log line must be on disk before the commit it announces starts: otherwise a kill could leave
 // a committed transaction the log does not know of.
-inline void AppendDurablyOrDie(int fd, const std::string& s) {
-  for (size_t done = 0; done < s.size();) {
-    const ssize_t w = ::write(fd, s.data() + done, s.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      ChildDie("side log write failed");
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0) ChildDie("side log write failed");
-}
+void AppendDurablyOrDie(int fd, const std::string& s);
 
 // What ForkAndKill gives the child.
 struct ChildLink {
@@ -109,49 +84,7 @@ template <class GetHandlesFn, class TxnFn>
 // given; polled for at most 60 s: a coverage condition such as "the child has spilled", which a
 // loaded machine may take long to reach), then `delay_ms`, and kills it. The child must have
 // died of the kill, or have stopped by itself with exit code 0.
-inline void ForkAndKill(const std::function<void(const ChildLink&)>& child, int delay_ms,
-                        bool count_from_fork = false,
-                        const std::function<bool()>& ready_to_kill = {}) {
-  std::fflush(nullptr);
-  int ready[2];
-  REQUIRE(::pipe(ready) == 0);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(ready[0]);
-    child(ChildLink{parent, ready[1]});
-    ::_exit(kChildFailed);
-  }
-  ::close(ready[1]);
-  if (!count_from_fork) {
-    struct pollfd pfd = {ready[0], POLLIN, 0};
-    (void)::poll(&pfd, 1, 20000);
-  }
-  if (ready_to_kill) {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    auto child_ended = [pid] {  // (WNOWAIT: left to be reaped below)
-      siginfo_t info{};
-      return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-             info.si_pid == pid;
-    };
-    while (!ready_to_kill() && std::chrono::steady_clock::now() < give_up && !child_ended()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  ::close(ready[0]);  // only now: the child must not get SIGPIPE writing "open"
-  if (WIFEXITED(status)) {
-    INFO("the child stopped by itself with exit code " << WEXITSTATUS(status)
-                                                       << " (its message is on stderr)");
-    REQUIRE(WEXITSTATUS(status) == 0);
-  } else {
-    REQUIRE(WIFSIGNALED(status));
-    REQUIRE(WTERMSIG(status) == SIGKILL);
-  }
-}
+void ForkAndKill(const std::function<void(const ChildLink&)>& child, int delay_ms,
+                 bool count_from_fork = false, const std::function<bool()>& ready_to_kill = {});
 
 }  // namespace ember::testing

@@ -10,7 +10,7 @@
 // What an op holds is the test's own: its Op type provides Encode(std::string*), appending
 // " <op>", and Decode(std::istream&), which reads it back (a failed read fails the stream).
 //
-// Header-only on purpose: tests/CMakeLists.txt compiles only *_test.cc files.
+// Templates over the test's Op, hence header-only.
 #pragma once
 #include <catch2/catch.hpp>
 
