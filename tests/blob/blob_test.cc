@@ -22,7 +22,6 @@
 #include "ember/ember.h"
 #include "engine/blob/blob_format.h"
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
 #include "engine/io/file.h"
 #include "engine/page/blob_page.h"
 #include "engine/record/record_format.h"
@@ -30,6 +29,7 @@
 #include "tests/support/blob_db_util.h"
 #include "tests/support/blob_util.h"
 #include "tests/support/db_util.h"
+#include "tests/support/fault_file.h"
 
 namespace ember::testing {
 namespace {

@@ -17,12 +17,12 @@
 
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
-#include "engine/io/fault_file.h"
 #include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
 #include "engine/util/counters.h"
 #include "tests/support/cache_util.h"
 #include "tests/support/engine_util.h"
+#include "tests/support/fault_file.h"
 
 using namespace ember;
 using cache::BufferCache;

@@ -30,11 +30,11 @@
 
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
-#include "engine/io/fault_file.h"
 #include "engine/page/page.h"
 #include "engine/util/coding.h"
 #include "tests/support/cache_util.h"
 #include "tests/support/engine_util.h"
+#include "tests/support/fault_file.h"
 #include "tests/support/temp_dir.h"
 
 using namespace ember;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "engine/cache/buffer_cache.h"
-#include "engine/io/fault_file.h"
 #include "engine/page/doublewrite_page.h"
 #include "tests/support/engine_util.h"
+#include "tests/support/fault_file.h"
 
 namespace ember::cache {
 namespace {

@@ -59,11 +59,11 @@
 #include "ember/ember.h"
 #include "engine/blob/blob_format.h"
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
 #include "engine/page/blob_page.h"
 #include "tests/support/blob_util.h"
 #include "tests/support/child_process.h"
 #include "tests/support/crash_util.h"
+#include "tests/support/fault_file.h"
 #include "tests/support/side_log.h"
 
 namespace ember::blobcrash {

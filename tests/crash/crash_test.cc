@@ -43,10 +43,10 @@
 
 #include "absl/strings/match.h"
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
 #include "tests/crash/crash_model.h"
 #include "tests/support/child_process.h"
 #include "tests/support/crash_util.h"
+#include "tests/support/fault_file.h"
 #include "tests/support/reorder_file.h"
 #include "tests/support/side_log.h"
 

@@ -19,9 +19,9 @@
 #include <string>
 
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
 #include "tests/support/crash_util.h"
 #include "tests/support/db_util.h"
+#include "tests/support/fault_file.h"
 
 namespace ember {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/io/fault_file.h"
+#include "tests/support/fault_file.h"
 #include "tests/support/temp_dir.h"
 
 using namespace ember::io;

@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
+#include "tests/support/fault_file.h"
 #include "tests/support/reorder_file.h"
 #include "tests/support/temp_dir.h"
 

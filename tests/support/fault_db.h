@@ -1,13 +1,13 @@
-// A new database over a FaultFile (engine/io/fault_file.h), for tests that inject I/O errors
-// or a power loss into a running database through the engine's own handle
-// (db/index_build_test.cc, db/sweep_test.cc).
+// A new database over a FaultFile (fault_file.h), for tests that inject I/O errors or a power
+// loss into a running database through the engine's own handle (db/index_build_test.cc,
+// db/sweep_test.cc).
 #pragma once
 #include <memory>
 #include <string>
 
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
+#include "tests/support/fault_file.h"
 
 namespace ember::testing {
 
