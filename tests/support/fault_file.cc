@@ -2,7 +2,7 @@
 // Writes are counted, failed and recorded in BeforeWrite, which the base file calls just before
 // each request reaches the kernel; the undo list is in the order the requests were let through,
 // so newest-first replay is exact even for overlapping writes (which are never concurrent).
-#include "engine/io/fault_file.h"
+#include "tests/support/fault_file.h"
 
 #include <algorithm>
 

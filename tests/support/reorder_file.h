@@ -15,10 +15,10 @@
 //
 // Writes are tracked per (offset, length); the engine writes whole pages, so ranges never
 // overlap partially (a partial overlap falls back to keeping every write, which only weakens the
-// test). Header-only: tests/CMakeLists.txt compiles only *_test.cc files.
+// test).
 #pragma once
-#include <cerrno>
-#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,10 +28,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
+#include "absl/status/statusor.h"
 #include "engine/io/file.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 
 // A pass-through File whose Sync() does nothing: for the in-process power-loss tests, where what
 // counts as durable is decided by the fault-injecting file above it (FaultFile, ReorderFile)
@@ -69,39 +69,13 @@ inline constexpr size_t kTearUnits[] = {4096, 512};
 // `after` written over `before` (same length) and torn: each `unit`-byte unit of the result is
 // wholly one or the other, at least one of each (a prefix of new units, a suffix, or a random
 // mix). Returns `after` when it is not longer than one unit (it cannot tear).
-inline std::string TearWrite(const std::string& before, const std::string& after, size_t unit,
-                             std::mt19937_64& rng) {
-  const size_t units = (after.size() + unit - 1) / unit;
-  if (units < 2 || before.size() != after.size()) return after;
-  std::vector<bool> fresh(units);
-  const size_t k = 1 + rng() % (units - 1);  // new units in a prefix or suffix
-  switch (rng() % 3) {
-    case 0: for (size_t i = 0; i < k; ++i) fresh[i] = true; break;
-    case 1: for (size_t i = units - k; i < units; ++i) fresh[i] = true; break;
-    default:
-      for (size_t i = 0; i < units; ++i) fresh[i] = rng() % 2;
-      fresh[rng() % units] = true;
-      if (std::all_of(fresh.begin(), fresh.end(), [](bool b) { return b; })) {
-        fresh[rng() % units] = false;
-      }
-  }
-  std::string out = before;
-  for (size_t i = 0; i < units; ++i) {
-    if (fresh[i]) out.replace(i * unit, std::min(unit, out.size() - i * unit), after, i * unit, unit);
-  }
-  return out;
-}
+std::string TearWrite(const std::string& before, const std::string& after, size_t unit,
+                      std::mt19937_64& rng);
 
 class ReorderFile : public io::File, private io::WriteHook {
  public:
-  explicit ReorderFile(std::unique_ptr<io::File> base) : base_(std::move(base)) {
-    absl::StatusOr<uint64_t> size = base_->Size();
-    synced_size_ = size.ok() ? *size : 0;
-    hooked_ = base_->SetWriteHook(this);
-  }
-  ~ReorderFile() override {
-    if (hooked_) base_->SetWriteHook(nullptr);
-  }
+  explicit ReorderFile(std::unique_ptr<io::File> base);
+  ~ReorderFile() override;
 
   absl::Status Read(uint64_t offset, void* buf, size_t len) override {
     return base_->Read(offset, buf, len);
@@ -117,36 +91,10 @@ class ReorderFile : public io::File, private io::WriteHook {
     if (!hooked_) return NotHooked();
     return base_->WriteBatch(reqs);
   }
-  absl::Status Sync() override {
-    std::lock_guard<std::mutex> g(mu_);
-    if (powered_off_) return io::ErrnoStatus(EIO, "fdatasync", base_->path());
-    if (absl::Status s = base_->Sync(); !s.ok()) return s;
-    absl::StatusOr<uint64_t> size = base_->Size();
-    if (!size.ok()) return size.status();
-    // What was written before the sync is durable; a write still in flight may not be.
-    for (auto it = ranges_.begin(); it != ranges_.end();) {
-      Range& r = it->second;
-      auto done = std::find_if(r.versions.rbegin(), r.versions.rend(),
-                               [](const Version& v) { return !v.in_flight; });
-      if (done != r.versions.rend()) {
-        r.synced = std::move(done->bytes);
-        r.versions.erase(r.versions.begin(), done.base());
-      }
-      it = r.versions.empty() ? ranges_.erase(it) : std::next(it);
-    }
-    partial_overlap_ = partial_overlap_ && !ranges_.empty();
-    synced_size_ = *size;
-    ++syncs_;
-    return absl::OkStatus();
-  }
+  absl::Status Sync() override;
   absl::Status Allocate(uint64_t size) override { return base_->Allocate(size); }
-  absl::Status Truncate(uint64_t size) override {
-    // The engine does not truncate a live database; a truncation counts as durable at once.
-    std::lock_guard<std::mutex> g(mu_);
-    absl::Status s = base_->Truncate(size);
-    if (s.ok()) synced_size_ = std::min(synced_size_, size);
-    return s;
-  }
+  // The engine does not truncate a live database; a truncation counts as durable at once.
+  absl::Status Truncate(uint64_t size) override;
   absl::StatusOr<uint64_t> Size() override { return base_->Size(); }
   const std::string& path() const override { return base_->path(); }
   bool SetWriteHook(io::WriteHook*) override { return false; }  // the base's slot is ours
@@ -155,58 +103,17 @@ class ReorderFile : public io::File, private io::WriteHook {
   // The power goes off at the `n`th write from now (1 = the next one): it and every later write
   // and sync fail with EIO, as the engine would see a dead disk; PowerLoss() then decides what
   // the disk kept. 0 disables.
-  void CutPowerAtWrite(uint64_t n) {
-    std::lock_guard<std::mutex> g(mu_);
-    cut_at_ = n;
-    writes_since_cut_set_ = 0;
-  }
-  bool powered_off() {
-    std::lock_guard<std::mutex> g(mu_);
-    return powered_off_;
-  }
+  void CutPowerAtWrite(uint64_t n);
+  bool powered_off();
   // How often (0..100) PowerLoss tears a version it keeps (see TearWrite).
-  void set_tear_percent(unsigned percent) {
-    std::lock_guard<std::mutex> g(mu_);
-    tear_percent_ = percent;
-  }
+  void set_tear_percent(unsigned percent);
 
   // Simulates the power failure: every range written since the last Sync() ends up holding its
   // synced contents or one of its unsynced versions, chosen independently, and with tearing on
   // maybe that version torn over the one before it. Returns how many ranges lost their newest
   // version (wholly or in part). The engine must have dropped its handle's state first
   // (DatabaseImpl::TEST_SimulateCrash).
-  absl::StatusOr<size_t> PowerLoss(std::mt19937_64& rng) {
-    std::lock_guard<std::mutex> g(mu_);
-    size_t reverted = 0;
-    uint64_t end = synced_size_;
-    base_->SetWriteHook(nullptr);  // the disk's own doing, not the engine's writes
-    if (!partial_overlap_) {
-      for (auto& [offset, r] : ranges_) {
-        const size_t pick = rng() % (r.versions.size() + 1);  // 0: the synced contents
-        std::string bytes = pick == 0 ? r.synced : r.versions[pick - 1].bytes;
-        if (pick != 0 && rng() % 100 < tear_percent_) {
-          const std::string& before = pick == 1 ? r.synced : r.versions[pick - 2].bytes;
-          bytes = TearWrite(before, bytes, kTearUnits[rng() % 2], rng);
-          ++torn_;
-        }
-        if (pick != r.versions.size() || bytes != r.versions.back().bytes) ++reverted;
-        if (pick != 0) end = std::max<uint64_t>(end, offset + r.len);
-        if (absl::Status s = base_->Write(offset, bytes.data(), bytes.size()); !s.ok()) return s;
-      }
-    }
-    if (hooked_) base_->SetWriteHook(this);
-    ranges_.clear();
-    partial_overlap_ = false;
-    cut_at_ = 0;
-    powered_off_ = false;
-    absl::StatusOr<uint64_t> size = base_->Size();
-    if (!size.ok()) return size.status();
-    if (*size > end) {
-      if (absl::Status s = base_->Truncate(end); !s.ok()) return s;
-    }
-    if (absl::Status s = base_->Sync(); !s.ok()) return s;
-    return reverted;
-  }
+  absl::StatusOr<size_t> PowerLoss(std::mt19937_64& rng);
 
   uint64_t syncs() const { return syncs_; }
   uint64_t torn() const { return torn_; }  // versions PowerLoss tore
@@ -223,41 +130,9 @@ class ReorderFile : public io::File, private io::WriteHook {
   };
 
   io::WriteVerdict BeforeWrite(uint64_t offset, const void* data, size_t len,
-                               io::WritePath) override {
-    std::lock_guard<std::mutex> g(mu_);
-    if (cut_at_ != 0 && ++writes_since_cut_set_ >= cut_at_) powered_off_ = true;
-    if (powered_off_) return io::WriteVerdict{EIO};
-    Range& r = ranges_[offset];
-    if (r.versions.empty()) {
-      // First write since the last sync: remember what the disk durably holds (zeros past the
-      // synced end of the file).
-      r.len = len;
-      r.synced.assign(len, '\0');
-      if (offset < synced_size_) {
-        const size_t have = std::min<uint64_t>(len, synced_size_ - offset);
-        if (!base_->Read(offset, r.synced.data(), have).ok()) return io::WriteVerdict{EIO};
-      }
-    } else if (r.len != len) {
-      partial_overlap_ = true;
-    }
-    r.versions.push_back({std::string(static_cast<const char*>(data), len), true});
-    return {};
-  }
-  void AfterWrite(uint64_t offset) override {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = ranges_.find(offset);
-    if (it == ranges_.end()) return;
-    for (auto v = it->second.versions.rbegin(); v != it->second.versions.rend(); ++v) {
-      if (v->in_flight) {
-        v->in_flight = false;
-        return;
-      }
-    }
-  }
-  absl::Status NotHooked() const {
-    return absl::FailedPreconditionError(
-        absl::StrCat("ReorderFile over ", base_->path(), ": the wrapped file takes no write hook"));
-  }
+                               io::WritePath) override;
+  void AfterWrite(uint64_t offset) override;
+  absl::Status NotHooked() const;
 
   std::unique_ptr<io::File> base_;
   bool hooked_ = false;
@@ -273,4 +148,4 @@ class ReorderFile : public io::File, private io::WriteHook {
   uint64_t torn_ = 0;
 };
 
-}  // namespace ember::crashtest
+}  // namespace ember::testing
