@@ -87,14 +87,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -251,21 +249,8 @@ struct EmberCore {
   }
   Counters Pages() const { return db ? db->stats().pages : Counters{}; }
 
-  // Waits (untimed) until the background collector has nothing queued, so that it does not work
-  // during a later phase of any engine. Its rounds after a CollectGarbage find nothing to do.
-  absl::Status Quiesce() const {
-    if (!db) return absl::OkStatus();
-    const auto deadline = Clock::now() + std::chrono::seconds(60);
-    while (db->stats().gc_pages_queued > 0) {
-      if (Clock::now() > deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat(path, ": the garbage collector still had ",
-                         db->stats().gc_pages_queued, " pages queued after 60 s"));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return absl::OkStatus();
-  }
+  // Waits (untimed) until the background collector has nothing queued (WaitForCollector).
+  absl::Status Quiesce() const { return db ? WaitForCollector(*db, path) : absl::OkStatus(); }
 };
 
 absl::Status EmberInsert(EmberCore& e, int64_t rows, double* commit_s) {

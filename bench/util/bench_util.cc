@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ember/database.h"
 #include "engine/util/large_alloc.h"
 
 namespace ember::bench {
@@ -325,6 +326,21 @@ ember::Options DefaultOptions() {
   o.doublewrite = FLAGS_doublewrite.b();
   o.temp_directories = {TempDir()};
   return o;
+}
+
+// ---------------------------------------------------------------- background work
+
+absl::Status WaitForCollector(ember::Database& db, const std::string& path) {
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (db.stats().gc_pages_queued > 0) {
+    if (Clock::now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(path, ": the garbage collector still had ", db.stats().gc_pages_queued,
+                       " pages queued after 60 s"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------- machine facts

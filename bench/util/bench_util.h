@@ -34,6 +34,10 @@
 #include "ember/options.h"
 #include "ember/stats.h"
 
+namespace ember {
+class Database;
+}  // namespace ember
+
 namespace ember::bench {
 
 // Wall-clock timing for the benchmarks' manual times.
@@ -75,6 +79,7 @@ class Flag {
     int_ = v;
     str_ = std::to_string(v);
   }
+  void SetDefault(const char* v) { str_ = v; }  // for a string flag
   int64_t i64() const { return int_; }
   bool b() const { return int_ != 0; }
   const std::string& str() const { return str_; }
@@ -127,6 +132,13 @@ void RemoveDbFiles(const std::string& path);
 
 // ember::Options from the common flags, for a new database at a fresh path.
 ember::Options DefaultOptions();
+
+// ---------------------------------------------------------------- background work
+
+// Waits (untimed) until the background garbage collector of `db` has nothing queued, so that it
+// does not work during a later phase of any engine; DeadlineExceeded after 60 s, naming `path`.
+// Its rounds after a Database::CollectGarbage find nothing to do.
+absl::Status WaitForCollector(ember::Database& db, const std::string& path);
 
 // ---------------------------------------------------------------- machine facts
 

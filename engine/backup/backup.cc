@@ -169,7 +169,7 @@ absl::Status WriteChunk(Job& job, const worker::Chunk& it, const worker::TaskCon
   TableState* t = snap.tables[it.part];
   const size_t ncols = t->schema.columns.size();
   std::vector<ember::Row> rows;
-  std::shared_lock<std::shared_mutex> g = job.db->LockCatalogShared();
+  util::ReaderLock g(job.db->catalog_mutex());
   t->relation->PrefetchPages(it.first, it.end - it.first);
   for (uint32_t seq = it.first; seq < it.end; ++seq) {
     if (ctx.cancelled()) return absl::CancelledError("backup cancelled");

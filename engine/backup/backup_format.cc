@@ -178,9 +178,7 @@ absl::StatusOr<std::unique_ptr<FrameFile>> FrameFile::Create(const std::string& 
                                                              const FileHeader& h) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return io::ErrnoStatus(errno, "cannot create backup file", path);
-  std::unique_ptr<FrameFile> f(new FrameFile(path, fd));
-  f->buf_ = EncodeFileHeader(h);
-  return f;
+  return std::unique_ptr<FrameFile>(new FrameFile(path, fd, EncodeFileHeader(h)));
 }
 
 absl::Status FrameFile::FlushLocked() {
@@ -199,7 +197,7 @@ absl::Status FrameFile::FlushLocked() {
 }
 
 absl::Status FrameFile::Write(EncodedFrame f) {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   if (!error_.ok()) return error_;
   if (fd_ < 0) return absl::FailedPreconditionError("backup file closed");
   f.header.seq = seq_++;
@@ -210,7 +208,7 @@ absl::Status FrameFile::Write(EncodedFrame f) {
 }
 
 absl::StatusOr<uint64_t> FrameFile::Finish() {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   if (error_.ok()) error_ = FlushLocked();
   if (error_.ok() && ::fsync(fd_) != 0) {
     error_ = io::ErrnoStatus(errno, "cannot sync backup file", path_);
@@ -224,12 +222,12 @@ absl::StatusOr<uint64_t> FrameFile::Finish() {
 }
 
 uint64_t FrameFile::frames() const {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   return seq_;
 }
 
 void FrameFile::Discard() {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   ::unlink(path_.c_str());

@@ -3,14 +3,15 @@
 // Nothing here depends on the page size or on the record format of the database.
 #pragma once
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ember/schema.h"
+#include "engine/util/mutex.h"
 
 namespace ember::backup {
 
@@ -90,15 +91,17 @@ class FrameFile {
   void Discard();
 
  private:
-  FrameFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  absl::Status FlushLocked();
+  // `buf`: what to write first (the file header).
+  FrameFile(std::string path, int fd, std::string buf)
+      : path_(std::move(path)), fd_(fd), buf_(std::move(buf)) {}
+  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const std::string path_;
-  mutable std::mutex mu_;
-  int fd_ = -1;              // guarded by mu_
-  std::string buf_;          // guarded by mu_
-  uint64_t seq_ = 0;         // guarded by mu_
-  uint64_t bytes_ = 0;       // guarded by mu_: written to the file so far
-  absl::Status error_;       // guarded by mu_: the first write error (sticky)
+  mutable util::Mutex mu_;
+  int fd_ ABSL_GUARDED_BY(mu_) = -1;
+  std::string buf_ ABSL_GUARDED_BY(mu_);
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // written to the file so far
+  absl::Status error_ ABSL_GUARDED_BY(mu_);  // the first write error (sticky)
 };
 
 // Reads a backup file's frames in order, checking each (header, payload checksum, sequence).

@@ -13,13 +13,12 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "ember/database.h"
@@ -28,6 +27,7 @@
 #include "engine/db/transaction_impl.h"
 #include "engine/io/file.h"
 #include "engine/util/coding.h"
+#include "engine/util/mutex.h"
 
 namespace ember {
 namespace {
@@ -125,7 +125,7 @@ class Loader {
       }
       return s;
     }
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     rows_[table_no] += count;
     return absl::OkStatus();
   }
@@ -170,7 +170,7 @@ class Loader {
   }
 
   absl::Status CheckEnd(const backup::EndTotals& e, uint64_t frames, const std::string& where) {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     if (e.frames != frames) {
       return absl::DataLossError(absl::StrCat(where, ": the end frame counts ", e.frames,
                                               " frames before it, the file holds ", frames));
@@ -202,6 +202,7 @@ class Loader {
   }
 
   uint64_t rows() const {
+    util::MutexLock g(mu_);
     uint64_t n = 0;
     for (uint64_t r : rows_) n += r;
     return n;
@@ -216,8 +217,8 @@ class Loader {
   };
   const backup::Catalog* catalog_;
   std::vector<Table> tables_;
-  std::mutex mu_;
-  std::vector<uint64_t> rows_;  // guarded by mu_
+  mutable util::Mutex mu_;
+  std::vector<uint64_t> rows_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Open> open_;  // the calling thread's
   std::atomic<uint64_t> blobs_{0}, blob_bytes_{0};
   std::atomic<uint64_t> empty_blobs_{0};  // empty values in BLOB columns
@@ -229,33 +230,33 @@ class JobQueue {
   explicit JobQueue(size_t limit) : limit_(limit) {}
   // False when the queue is full (the caller loads the job itself).
   bool TryPush(Job* j) {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     if (q_.size() >= limit_) return false;
     q_.push_back(std::move(*j));
-    cv_.notify_one();
+    cv_.NotifyOne();
     return true;
   }
   // False once closed and empty.
   bool Pop(Job* j) {
-    std::unique_lock<std::mutex> g(mu_);
-    cv_.wait(g, [&] { return !q_.empty() || closed_; });
+    util::MutexLock g(mu_);
+    cv_.Wait(g, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !q_.empty() || closed_; });
     if (q_.empty()) return false;
     *j = std::move(q_.front());
     q_.pop_front();
     return true;
   }
   void Close() {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     closed_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
  private:
   const size_t limit_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> q_;
-  bool closed_ = false;
+  util::Mutex mu_;
+  util::CondVar cv_;
+  std::deque<Job> q_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 absl::Status SyncPath(const std::string& path, bool directory) {
@@ -293,11 +294,11 @@ absl::Status LoadFrames(backup::FrameReader* reader, Loader* loader,
                         const RestoreOptions& ro) {
   const int workers = static_cast<int>(txns.size());
   JobQueue queue(static_cast<size_t>(workers) * 2);
-  std::mutex err_mu;
+  util::Mutex err_mu;
   absl::Status first_error;
   std::atomic<bool> failed{false};
   auto note = [&](const absl::Status& s) {
-    std::lock_guard<std::mutex> g(err_mu);
+    util::MutexLock g(err_mu);
     if (first_error.ok()) first_error = s;
     failed.store(true);
   };

@@ -54,7 +54,7 @@ absl::StatusOr<BlobHeader> DecodeBlobHeader(std::string_view body) {
   body.remove_prefix(4);
   if (body.size() != uint64_t{n} * 4) return bad();
   h.pages.resize(n);
-  for (uint32_t i = 0; i < n; ++i) h.pages[i] = util::Get32(body.data() + 4 * i);
+  for (uint32_t i = 0; i < n; ++i) h.pages[i] = util::Get32(body.data() + size_t{4} * i);
   return h;
 }
 

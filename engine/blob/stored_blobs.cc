@@ -26,7 +26,7 @@ absl::Status DataPagesOf(cache::BufferCache* cache, const BlobHeader& h,
         return absl::DataLossError(absl::StrCat("page ", lp, ": expected a BLOB list page"));
       }
       for (uint32_t i = 0; i < page::BlobUsed(r->data()); ++i) {
-        data->push_back(util::Get32(page::BlobData(r->data()) + 4 * i));
+        data->push_back(util::Get32(page::BlobData(r->data()) + size_t{4} * i));
       }
     }
   }

@@ -247,6 +247,7 @@ absl::Status TxnBlobs::ReadCompressed(Stored& s, uint64_t offset, void* buf, siz
     }
     const size_t in = static_cast<size_t>(offset - uint64_t{f} * ft.frame_bytes);
     const size_t k = std::min(n, s.frame.size() - in);
+    // NOLINTNEXTLINE(bugprone-not-null-terminated-result): bytes, not a C string
     std::memcpy(out, s.frame.data() + in, k);
     out += k;
     offset += k;

@@ -64,7 +64,7 @@ uint8_t* PageRef::data() const { return frame_->data; }
 void PageRef::Mark(uint64_t txn) {
   {
     const uint64_t seq = cache_->mark_seq_.fetch_add(1) + 1;
-    std::lock_guard<std::mutex> g(frame_->meta);
+    util::MutexLock g(frame_->meta);
     frame_->txn_mask |= TxnBit(txn);
     frame_->mod_seq = seq;
     if (!frame_->dirty.load(std::memory_order_relaxed)) {
@@ -199,7 +199,7 @@ absl::StatusOr<PageRef> BufferCache::FetchNew(PageNo no, NewPage kind) {
         if (!f->latch.try_lock()) f->latch.lock();
         std::memset(f->data, 0, opts_.page_size);
         {
-          std::lock_guard<std::mutex> g(f->meta);
+          util::MutexLock g(f->meta);
           f->prereqs.clear();
           f->fresh = kind == NewPage::kUnlinked;
         }
@@ -216,7 +216,7 @@ absl::StatusOr<PageRef> BufferCache::FetchNew(PageNo no, NewPage kind) {
     }
     absl::StatusOr<PageRef> r = Load(no, LatchMode::kExclusive, /*read=*/false);
     if (r.ok() && kind == NewPage::kUnlinked) {
-      std::lock_guard<std::mutex> g(r->frame_->meta);
+      util::MutexLock g(r->frame_->meta);
       r->frame_->fresh = true;
     }
     if (r.ok() || !absl::IsAborted(r.status())) return r;
@@ -239,7 +239,7 @@ Frame* BufferCache::ClaimVictim(bool take_dirty) {
       bool ok = take_dirty;
       if (ok) {
         uint64_t sync_epoch;
-        std::lock_guard<std::mutex> g(f->meta);
+        util::MutexLock g(f->meta);
         ok = MayWrite(f, nullptr, &sync_epoch);
       }
       if (!ok) {
@@ -284,7 +284,7 @@ absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no, bool clean_only) {
   absl::Status clean_error;  // why cleaning failed: the real cause when no victim is left
   for (int attempt = 0;;) {
     {
-      std::lock_guard<std::mutex> g(miss_mu_);
+      util::MutexLock g(miss_mu_);
       if (Lookup(no)) return absl::AbortedError("raced");
       // Clean victims first; a dirty one is written alone, so only once batch cleaning failed.
       f = ClaimVictim(/*take_dirty=*/!clean_only && attempt >= 2);
@@ -320,7 +320,7 @@ absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no, bool clean_only) {
   ForgetLockOrder(&f->latch);
   if (!f->latch.try_lock()) f->latch.lock();
   {
-    std::lock_guard<std::mutex> g(miss_mu_);
+    util::MutexLock g(miss_mu_);
     if (Lookup(no)) {
       f->latch.unlock();
       f->pins.fetch_sub(kClaimed, std::memory_order_release);
@@ -335,7 +335,7 @@ absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no, bool clean_only) {
     {
       // The new page is what the disk holds: written as far as any edge can ask, and durable
       // as far as the pages that left the cache are.
-      std::lock_guard<std::mutex> m(f->meta);
+      util::MutexLock m(f->meta);
       f->txn_mask = 0;
       f->prereqs.clear();
       f->fresh = false;
@@ -394,7 +394,7 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
 
 void BufferCache::AbandonLoad(Frame* f, PageNo no) {
   {
-    std::lock_guard<std::mutex> g(miss_mu_);
+    util::MutexLock g(miss_mu_);
     UnmapLocked(no);
     f->page_no.store(kUnmapped, std::memory_order_release);
   }

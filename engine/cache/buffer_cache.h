@@ -42,11 +42,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <span>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/cache/doublewrite.h"
@@ -54,6 +53,7 @@
 #include "engine/page/page.h"
 #include "engine/util/counters.h"
 #include "engine/util/large_alloc.h"
+#include "engine/util/mutex.h"
 
 namespace ember::cache {
 
@@ -221,8 +221,8 @@ class BufferCache {
     bool on_disk = false;
   };
   DiskState StateOnDisk(PageNo no);
-  void MapLocked(PageNo no, uint32_t frame_index);  // REQUIRES miss_mu_
-  void UnmapLocked(PageNo no);                       // REQUIRES miss_mu_
+  void MapLocked(PageNo no, uint32_t frame_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(miss_mu_);
+  void UnmapLocked(PageNo no) ABSL_EXCLUSIVE_LOCKS_REQUIRED(miss_mu_);
   bool TryPin(Frame* f, PageNo no);
   void Unpin(Frame* f);
   void Latch(Frame* f, LatchMode m);
@@ -236,15 +236,16 @@ class BufferCache {
   void AbandonLoad(Frame* f, PageNo no);
   // A victim frame, claimed, or null when there is none. Dirty frames qualify only with
   // `take_dirty` and when they may be written now (WriteClaimed then writes them).
-  Frame* ClaimVictim(bool take_dirty);
+  Frame* ClaimVictim(bool take_dirty) ABSL_EXCLUSIVE_LOCKS_REQUIRED(miss_mu_);
   // Tries of ClaimFor (cleaning between them) before it waits for other threads' I/O or fails.
   static constexpr int kQuickClaims = 16;
   // ResourceExhausted saying what holds the frames (pinned, dirty and waiting).
   absl::Status NoVictimError() const;
 
   struct Batch;
-  // Whether `f` may be written now (the rule in the file comment). REQUIRES f->meta, and f latched
-  // or claimed so that no edge is added meanwhile. `batch`: the copies about to go out with it.
+  // Whether `f` may be written now (the rule in the file comment). REQUIRES f->meta (Frame is
+  // incomplete here, so the definition asserts it for the analysis), and f latched or claimed
+  // so that no edge is added meanwhile. `batch`: the copies about to go out with it.
   // Returns false when it must wait; otherwise *sync_epoch is the newest write epoch that must be
   // durable before it is written (0: none).
   bool MayWrite(const Frame* f, const Batch* batch, uint64_t* sync_epoch) const;
@@ -297,8 +298,8 @@ class BufferCache {
   std::vector<std::unique_ptr<Frame>> frames_;
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> table_;  // chunk pointers
   std::unique_ptr<Doublewrite> dw_;  // null: no torn-page protection
-  std::mutex miss_mu_;                                              // misses, eviction, mapping
-  uint32_t clock_hand_ = 0;                                         // guarded by miss_mu_
+  util::Mutex miss_mu_;  // misses, eviction, mapping
+  uint32_t clock_hand_ ABSL_GUARDED_BY(miss_mu_) = 0;
   // Modification sequence numbers: every Mark takes the next one.
   std::atomic<uint64_t> mark_seq_{1};
   // Write epochs (see the file comment): writes completing now belong to write_epoch_; every
@@ -311,10 +312,10 @@ class BufferCache {
   std::atomic<uint64_t> evicted_epoch_{0};
   std::atomic<uint64_t> syncs_{0};
   std::atomic<uint64_t> sync_failures_{0};
-  std::mutex spare_mu_;
-  std::vector<std::unique_ptr<uint8_t[]>> spare_;  // guarded by spare_mu_
-  std::mutex clean_mu_;                      // one CleanForEviction at a time
-  std::atomic<uint64_t> clean_rounds_{0};    // CleanForEviction calls completed
+  util::Mutex spare_mu_;
+  std::vector<std::unique_ptr<uint8_t[]>> spare_ ABSL_GUARDED_BY(spare_mu_);
+  util::Mutex clean_mu_;                   // one CleanForEviction at a time
+  std::atomic<uint64_t> clean_rounds_{0};  // CleanForEviction calls completed
   // Pins held only for a read or a write in progress: a Load's read, a Prefetch's claimed
   // frames, a batch's pages from AddToBatch to Submit. Their holders release them without
   // waiting for any latch or pin (a flush submits its batch before it blocks), so an evictor

@@ -6,13 +6,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <shared_mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "engine/cache/buffer_cache.h"
+#include "engine/util/mutex.h"
 
 namespace ember::cache {
 
@@ -31,6 +32,8 @@ struct Frame {
   std::atomic<bool> ref{false};
   std::atomic<bool> dirty{false};  // mirror of the meta-guarded state, for lock-free checks
   std::atomic<bool> writing{false};  // a writer has copied the page and its write is in flight
+  // A std::shared_mutex, not a util::SharedMutex: a latch is taken in a mode chosen at run time
+  // and held across calls (by a PageRef), which the analysis cannot follow.
   std::shared_mutex latch;
   uint8_t* data = nullptr;
   uint32_t index = 0;
@@ -45,11 +48,11 @@ struct Frame {
   std::atomic<uint64_t> written_epoch{0};
   std::atomic<uint64_t> dirty_since{0};
 
-  std::mutex meta;
-  uint64_t txn_mask = 0;       // guarded by meta: TxnBit of each marking transaction
-  uint64_t mod_seq = 0;        // guarded by meta: the sequence number of the last Mark
-  bool fresh = false;          // guarded by meta: FetchNew(kUnlinked) and not written since
-  std::vector<Edge> prereqs;   // guarded by meta: what to write before this page
+  util::Mutex meta;
+  uint64_t txn_mask ABSL_GUARDED_BY(meta) = 0;  // TxnBit of each marking transaction
+  uint64_t mod_seq ABSL_GUARDED_BY(meta) = 0;   // the sequence number of the last Mark
+  bool fresh ABSL_GUARDED_BY(meta) = false;     // FetchNew(kUnlinked) and not written since
+  std::vector<Edge> prereqs ABSL_GUARDED_BY(meta);  // what to write before this page
 };
 
 

@@ -37,7 +37,7 @@ BufferCache::DiskState BufferCache::StateOnDisk(PageNo no) {
   st.frame = Lookup(no);
   std::optional<uint64_t> epoch;
   if (st.frame) {
-    std::lock_guard<std::mutex> g(st.frame->meta);
+    util::MutexLock g(st.frame->meta);
     if (st.frame->page_no.load(std::memory_order_acquire) == no) {
       st.need = st.frame->mod_seq;
       st.unwritten = st.frame->written_seq.load(std::memory_order_acquire) < st.need;
@@ -76,7 +76,7 @@ absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
       }
       Frame* f = Lookup(p);
       if (!f || f->page_no.load(std::memory_order_acquire) != p) continue;
-      std::lock_guard<std::mutex> g(f->meta);
+      util::MutexLock g(f->meta);
       for (const Edge& e : f->prereqs) {
         if (e.page == then.page_no()) cycle = true;
         stack.push_back(e.page);
@@ -87,7 +87,7 @@ absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
       return FlushSet({ff}, then.frame_);
     }
   }
-  std::lock_guard<std::mutex> g(then.frame_->meta);
+  util::MutexLock g(then.frame_->meta);
   auto& pr = then.frame_->prereqs;
   auto it = std::find_if(pr.begin(), pr.end(), [&](const Edge& e) { return e.page == first; });
   if (it == pr.end()) pr.push_back({first, need});
@@ -96,6 +96,7 @@ absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
 }
 
 bool BufferCache::MayWrite(const Frame* f, const Batch* batch, uint64_t* sync_epoch) const {
+  f->meta.AssertHeld();  // the caller's (see the declaration)
   uint64_t sync = 0;
   for (const Edge& e : f->prereqs) {
     Frame* q = Lookup(e.page);
@@ -130,7 +131,7 @@ bool BufferCache::MayWrite(const Frame* f, const Batch* batch, uint64_t* sync_ep
 
 std::unique_ptr<uint8_t[]> BufferCache::TakeCopyBuffer() {
   {
-    std::lock_guard<std::mutex> g(spare_mu_);
+    util::MutexLock g(spare_mu_);
     if (!spare_.empty()) {
       std::unique_ptr<uint8_t[]> b = std::move(spare_.back());
       spare_.pop_back();
@@ -141,7 +142,7 @@ std::unique_ptr<uint8_t[]> BufferCache::TakeCopyBuffer() {
 }
 
 void BufferCache::GiveCopyBuffer(std::unique_ptr<uint8_t[]> b) {
-  std::lock_guard<std::mutex> g(spare_mu_);
+  util::MutexLock g(spare_mu_);
   // As many as an eviction round copies; more would only hold memory a commit's flush used once.
   if (spare_.size() < opts_.capacity / 4 + 1) spare_.push_back(std::move(b));
 }
@@ -150,7 +151,7 @@ bool BufferCache::AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& b
   const uint32_t ps = opts_.page_size;
   Batch::Item item{f, no, 0, own, nullptr};
   {
-    std::lock_guard<std::mutex> g(f->meta);
+    util::MutexLock g(f->meta);
     if (f->dirty.load(std::memory_order_relaxed) && f->valid) {
       uint64_t sync_epoch = 0;
       if (!MayWrite(f, &batch, &sync_epoch)) {
@@ -200,7 +201,7 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
   }
   for (Batch::Item& it : batch.items) {
     if (s.ok() && it.bytes) {
-      std::lock_guard<std::mutex> g(it.f->meta);
+      util::MutexLock g(it.f->meta);
       it.f->written_epoch.store(it.epoch, std::memory_order_release);
       if (it.f->written_seq.load(std::memory_order_relaxed) < it.seq) {
         it.f->written_seq.store(it.seq, std::memory_order_release);
@@ -319,7 +320,7 @@ absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, Flush
   // The prerequisites of `f` whose needed version is not written yet (so part of this flush).
   auto deps_of = [&](Frame* f, bool* fresh) {
     std::vector<Frame*> d;
-    std::lock_guard<std::mutex> g(f->meta);
+    util::MutexLock g(f->meta);
     *fresh = f->fresh;
     for (const Edge& e : f->prereqs) {
       Frame* q = Lookup(e.page);
@@ -486,7 +487,7 @@ absl::Status BufferCache::CleanForEviction() {
   // One cleaner at a time; whoever waited for it finds frames cleaned and returns (the cleaner
   // never blocks, so waiting here while holding latches cannot deadlock).
   const uint64_t round = clean_rounds_.load();
-  std::lock_guard<std::mutex> g(clean_mu_);
+  util::MutexLock g(clean_mu_);
   if (clean_rounds_.load() != round) return absl::OkStatus();
   // The oldest dirty, unpinned pages (by when they became dirty), a quarter of the cache: their
   // prerequisites come along, and a batch that size needs only a few syncs.
@@ -516,7 +517,7 @@ absl::Status BufferCache::FlushTxns(std::span<const uint64_t> txns) {
   std::vector<Frame*> roots;
   for (const auto& f : frames_) {
     if (!f->dirty.load(std::memory_order_acquire)) continue;
-    std::lock_guard<std::mutex> g(f->meta);
+    util::MutexLock g(f->meta);
     if (f->txn_mask & mask) roots.push_back(f.get());
   }
   return FlushSet(std::move(roots), nullptr);
@@ -548,13 +549,13 @@ absl::Status BufferCache::FlushAll() {
 }
 
 void BufferCache::DiscardAll() {
-  std::lock_guard<std::mutex> g(miss_mu_);
+  util::MutexLock g(miss_mu_);
   for (const auto& f : frames_) {
     PageNo no = f->page_no.load(std::memory_order_relaxed);
     if (no != kUnmapped) UnmapLocked(no);
     f->page_no.store(kUnmapped, std::memory_order_release);
     f->valid = false;
-    std::lock_guard<std::mutex> m(f->meta);
+    util::MutexLock m(f->meta);
     f->txn_mask = 0;
     f->prereqs.clear();
     f->fresh = false;

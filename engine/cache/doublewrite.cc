@@ -175,7 +175,7 @@ Doublewrite::Doublewrite(io::File* file, uint32_t page_size, const DwRecovery& s
       next_marker_(start.next_marker) {}
 
 bool Doublewrite::HasRecord(PageNo no) {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   return window_.contains(no);
 }
 
@@ -191,7 +191,7 @@ void Doublewrite::Declared(uint64_t through) {
   if (through <= declared_) return;
   declared_ = through;
   while (!flights_.empty() && flights_.front().seq <= declared_) flights_.pop_front();
-  absl::erase_if(window_, [&](const auto& kv) { return kv.second <= declared_; });
+  absl::erase_if(window_, [&](const auto& kv) { return kv.second <= through; });
 }
 
 absl::Status Doublewrite::WriteMarker(uint64_t through) {
@@ -206,7 +206,7 @@ absl::Status Doublewrite::WriteMarker(uint64_t through) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> Doublewrite::MakeRoom(uint32_t n, std::unique_lock<std::mutex>& lock) {
+absl::StatusOr<uint32_t> Doublewrite::MakeRoom(uint32_t n, util::MutexLock& lock) {
   for (;;) {
     const uint32_t start = pos_ + n <= ring_ ? pos_ : 0;
     const Flight* block = nullptr;  // the newest record in the way
@@ -241,7 +241,7 @@ absl::StatusOr<uint32_t> Doublewrite::MakeRoom(uint32_t n, std::unique_lock<std:
       uint64_t epoch = 0;
       if (absl::Status s = hooks_.sync(&epoch); !s.ok()) return s;
     } else {
-      cv_.wait(lock);  // another thread's home writes are in flight
+      cv_.Wait(lock);  // another thread's home writes are in flight
     }
   }
 }
@@ -255,7 +255,7 @@ absl::StatusOr<uint64_t> Doublewrite::Protect(std::span<const Item> items,
   DwRecord rec;
   uint32_t first = 0;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     absl::StatusOr<uint32_t> start = MakeRoom(n, lock);
     if (!start.ok()) return start.status();
     first = *start;
@@ -297,7 +297,7 @@ absl::StatusOr<uint64_t> Doublewrite::Protect(std::span<const Item> items,
     return s;
   }
   if (!forced_ || copies > 0) {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     Declared(rec.retired_through);  // this record page is durable (or, unforced, written)
   }
   return rec.seq;
@@ -306,7 +306,7 @@ absl::StatusOr<uint64_t> Doublewrite::Protect(std::span<const Item> items,
 void Doublewrite::HomeWritten(uint64_t seq, uint64_t epoch, const absl::Status& result,
                               std::span<const PageNo> copied) {
   {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     for (Flight& f : flights_) {
       if (f.seq < seq && f.failed && result.ok()) {
         // Pages an earlier failed write may have torn are whole at home again once this write
@@ -330,11 +330,11 @@ void Doublewrite::HomeWritten(uint64_t seq, uint64_t epoch, const absl::Status& 
       }
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 absl::Status Doublewrite::RetireAll() {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   if (flights_.empty()) return absl::OkStatus();
   return WriteMarker(next_seq_);  // the marker's own seq: every record before it
 }

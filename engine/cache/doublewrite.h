@@ -30,19 +30,19 @@
 // Without forced writes nothing is synced, as everywhere else: the area then protects against a
 // process crash (the copy's write completes before the home write starts), not a power loss.
 #pragma once
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <span>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "engine/io/file.h"
 #include "engine/page/doublewrite_page.h"
+#include "engine/util/mutex.h"
 
 namespace ember::cache {
 
@@ -118,14 +118,15 @@ class Doublewrite {
     absl::flat_hash_set<PageNo> pending;     // failed: pages not written again since
   };
   // A ring range [start, start + n) for a record: waits, syncs or writes a marker until the
-  // records there are void. REQUIRES mu_ (held by `lock`).
-  absl::StatusOr<uint32_t> MakeRoom(uint32_t n, std::unique_lock<std::mutex>& lock);
-  // Moves retired_ over flights whose home writes are durable. REQUIRES mu_.
-  void AdvanceRetired();
-  // Declares records up to `through` void with a marker, synced. REQUIRES mu_.
-  absl::Status WriteMarker(uint64_t through);
-  // Drops flights and window entries of void records. REQUIRES mu_.
-  void Declared(uint64_t through);
+  // records there are void. `lock` holds mu_ (waits go through it).
+  absl::StatusOr<uint32_t> MakeRoom(uint32_t n, util::MutexLock& lock)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves retired_ over flights whose home writes are durable.
+  void AdvanceRetired() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Declares records up to `through` void with a marker, synced.
+  absl::Status WriteMarker(uint64_t through) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops flights and window entries of void records.
+  void Declared(uint64_t through) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PageNo SlotPage(uint32_t ring_index) const {
     return page::kDoublewriteFirst + page::kMarkerSlots + ring_index;
   }
@@ -137,16 +138,16 @@ class Doublewrite {
   const DwHooks hooks_;
   const bool forced_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;      // a flight's home writes completed
-  std::deque<Flight> flights_;      // guarded by mu_: records not declared void, in seq order
-  uint32_t pos_ = 0;                // guarded by mu_: next ring index
-  uint64_t next_seq_;               // guarded by mu_
-  uint64_t retired_;                // guarded by mu_: records up to this have durable homes
-  uint64_t declared_;               // guarded by mu_: records up to this are void, durably
-  uint32_t next_marker_;            // guarded by mu_
-  // guarded by mu_: page -> seq of its newest record not declared void
-  absl::flat_hash_map<PageNo, uint64_t> window_;
+  util::Mutex mu_;
+  util::CondVar cv_;  // a flight's home writes completed
+  std::deque<Flight> flights_ ABSL_GUARDED_BY(mu_);  // records not declared void, in seq order
+  uint32_t pos_ ABSL_GUARDED_BY(mu_) = 0;            // next ring index
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_);
+  uint64_t retired_ ABSL_GUARDED_BY(mu_);   // records up to this have durable homes
+  uint64_t declared_ ABSL_GUARDED_BY(mu_);  // records up to this are void, durably
+  uint32_t next_marker_ ABSL_GUARDED_BY(mu_);
+  // page -> seq of its newest record not declared void
+  absl::flat_hash_map<PageNo, uint64_t> window_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ember::cache

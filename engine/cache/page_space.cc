@@ -11,7 +11,7 @@ PageSpace::PageSpace(BufferCache* cache, uint32_t page_count)
     : cache_(cache), per_pip_(page::PagesPerPip(cache->page_size())), page_count_(page_count) {}
 
 uint32_t PageSpace::page_count() const {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   return page_count_;
 }
 
@@ -37,7 +37,7 @@ absl::StatusOr<PageRef> PageSpace::FetchPip(uint32_t k, bool create) {
 absl::StatusOr<PageRef> PageSpace::Allocate(uint64_t txn) {
   PageNo p;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     for (uint32_t k = hint_pip_;; ++k) {
       absl::StatusOr<PageRef> pip = FetchPip(k, /*create=*/true);
       if (!pip.ok()) return pip.status();
@@ -60,7 +60,7 @@ absl::StatusOr<PageNo> PageSpace::AllocateRun(uint64_t txn, uint32_t n) {
   if (n == 0 || n % 8 != 0 || n > 64) {
     return absl::InvalidArgumentError(absl::StrCat("page run of ", n, " pages"));
   }
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   for (uint32_t k = hint_pip_;; ++k) {  // below hint_pip_ no PIP has a single free page
     absl::StatusOr<PageRef> pip = FetchPip(k, /*create=*/true);
     if (!pip.ok()) return pip.status();
@@ -86,7 +86,7 @@ absl::StatusOr<PageRef> PageSpace::Claim(PageNo p) {
 }
 
 absl::Status PageSpace::Free(PageNo p, uint64_t txn, PageRef* unlinked_from) {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   const uint32_t k = p / per_pip_;
   // The header, the PIPs and the doublewrite area are never allocated, so never freed.
   if (p < page::DoublewriteEnd(cache_->page_size()) || p >= page_count_ ||
@@ -105,7 +105,7 @@ absl::Status PageSpace::Free(PageNo p, uint64_t txn, PageRef* unlinked_from) {
 }
 
 absl::StatusOr<bool> PageSpace::IsFree(PageNo p) {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   if (p >= page_count_) return true;
   absl::StatusOr<PageRef> pip = FetchPip(p / per_pip_, /*create=*/false);
   if (!pip.ok()) return pip.status();

@@ -7,11 +7,12 @@
 // synced, with forced writes) before any page is allocated from it.
 #pragma once
 #include <cstdint>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/cache/buffer_cache.h"
+#include "engine/util/mutex.h"
 
 namespace ember::cache {
 
@@ -42,13 +43,13 @@ class PageSpace {
   uint32_t page_count() const;
 
  private:
-  absl::StatusOr<PageRef> FetchPip(uint32_t k, bool create);
+  absl::StatusOr<PageRef> FetchPip(uint32_t k, bool create) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   BufferCache* cache_;
   const uint32_t per_pip_;
-  mutable std::mutex mu_;
-  uint32_t page_count_;  // guarded by mu_
-  uint32_t hint_pip_ = 0;  // guarded by mu_: lowest PIP that may have a free page
+  mutable util::Mutex mu_;
+  uint32_t page_count_ ABSL_GUARDED_BY(mu_);
+  uint32_t hint_pip_ ABSL_GUARDED_BY(mu_) = 0;  // lowest PIP that may have a free page
 };
 
 }  // namespace ember::cache

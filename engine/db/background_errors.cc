@@ -7,7 +7,7 @@ namespace ember::db {
 
 void BackgroundErrors::Add(const absl::Status& s) {
   if (s.ok()) return;
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   ++count_;
   last_ = s.ToString();
   if (first_.ok()) {
@@ -18,7 +18,7 @@ void BackgroundErrors::Add(const absl::Status& s) {
 }
 
 absl::Status BackgroundErrors::Take() {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   absl::Status out = std::move(first_);
   first_ = absl::OkStatus();
   if (!out.ok() && since_first_ > 0) {
@@ -31,12 +31,12 @@ absl::Status BackgroundErrors::Take() {
 }
 
 uint64_t BackgroundErrors::count() const {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   return count_;
 }
 
 std::string BackgroundErrors::last() const {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   return last_;
 }
 

@@ -5,10 +5,11 @@
 // Database::CollectGarbage or Close.
 #pragma once
 #include <cstdint>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "engine/util/mutex.h"
 
 namespace ember::db {
 
@@ -23,11 +24,11 @@ class BackgroundErrors {
   std::string last() const;
 
  private:
-  mutable std::mutex mu_;
-  absl::Status first_;         // guarded by mu_
-  uint64_t since_first_ = 0;   // guarded by mu_: errors after first_, not returned yet
-  uint64_t count_ = 0;         // guarded by mu_: since open
-  std::string last_;           // guarded by mu_
+  mutable util::Mutex mu_;
+  absl::Status first_ ABSL_GUARDED_BY(mu_);
+  uint64_t since_first_ ABSL_GUARDED_BY(mu_) = 0;  // errors after first_, not returned yet
+  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;        // since open
+  std::string last_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ember::db

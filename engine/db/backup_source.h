@@ -3,7 +3,6 @@
 // through it. DatabaseImpl implements it, and its Database::Backup calls WriteBackup.
 #pragma once
 #include <memory>
-#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "engine/blob/txn_blobs.h"
 #include "engine/db/table_state.h"
 #include "engine/record/relation.h"
+#include "engine/util/mutex.h"
 #include "engine/worker/worker_pool.h"
 
 namespace ember::db {
@@ -38,8 +38,9 @@ class BackupSource {
   // The BLOBs of transaction `txn`: its temporary ones, and stored ones under its snapshot
   // (a backup makes one per worker).
   virtual std::unique_ptr<blob::TxnBlobs> SnapshotBlobs(uint64_t txn) = 0;
-  // Held while a worker reads a table's pages: the catalog does not change under it.
-  virtual std::shared_lock<std::shared_mutex> LockCatalogShared() = 0;
+  // The catalog's lock, held shared while a worker reads a table's pages: the catalog does not
+  // change under it.
+  virtual util::SharedMutex& catalog_mutex() = 0;
 
  protected:
   ~BackupSource() = default;

@@ -19,7 +19,7 @@ absl::Status TransactionImpl::FreeDroppedBlobs() {
   dropped_blobs_.clear();
   std::sort(dropped.begin(), dropped.end());  // by table, then record
   dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
-  std::shared_lock<std::shared_mutex> cat(db_->catalog_mu_);
+  util::ReaderLock cat(db_->catalog_mu_);
   absl::Status result;
   TableState* t = nullptr;
   std::vector<record::Unlinked> unlinked;  // of table t

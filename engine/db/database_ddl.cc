@@ -103,10 +103,10 @@ absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
       }
     }
   }
-  std::lock_guard<std::mutex> ddl(ddl_mu_);
+  util::MutexLock ddl(ddl_mu_);
   uint32_t id;
   {
-    std::shared_lock<std::shared_mutex> g(catalog_mu_);
+    util::ReaderLock g(catalog_mu_);
     if (table_by_name_.contains(schema.name)) {
       return absl::AlreadyExistsError(absl::StrCat("table ", schema.name, " already exists"));
     }
@@ -131,7 +131,7 @@ absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
     (void)txns_->MarkDead(t->id);
     return s;
   }
-  std::unique_lock<std::shared_mutex> g(catalog_mu_);
+  util::WriterLock g(catalog_mu_);
   absl::StatusOr<TableState*> ts = AddTableState(id, schema, *pp, rec);
   if (!ts.ok()) return ts.status();
   // (Committed: the table exists, damaged from the start, as a reopen would find it.)
@@ -156,12 +156,12 @@ absl::StatusOr<Index> DatabaseImpl::DefineIndex(const IndexSchema& schema,
         absl::StrCat("index ", schema.name, ": build workers ", build.workers, " (0 or more), ",
                      "fill_percent ", build.fill_percent, " (10..100)"));
   }
-  std::lock_guard<std::mutex> ddl(ddl_mu_);
+  util::MutexLock ddl(ddl_mu_);
   absl::StatusOr<txn::TxnManager::Started> t = txns_->Begin();
   if (!t.ok()) return t.status();
   IndexState* ix = nullptr;
   {
-    std::unique_lock<std::shared_mutex> g(catalog_mu_);
+    util::WriterLock g(catalog_mu_);
     absl::Status s;
     if (index_by_name_.contains(schema.name)) {
       s = absl::AlreadyExistsError(absl::StrCat("index ", schema.name, " already exists"));
@@ -201,13 +201,13 @@ absl::StatusOr<Index> DatabaseImpl::DefineIndex(const IndexSchema& schema,
   } else {
     // Built under the table's rows lock: writers of the table wait (each change of its rows
     // updates its indexes, and the new one is not there yet); readers and other tables do not.
-    std::unique_lock<std::shared_mutex> rows(table->rows_mu);
-    s = BuildIndex(ix, t->id, build, &stats);
+    util::WriterLock rows(table->rows_mu);
+    s = BuildIndex(table, ix, t->id, build, &stats);
     if (s.ok()) s = record();
     if (s.ok()) {
       table->indexes.push_back(ix);
       {
-        std::lock_guard<std::mutex> sg(ix->stats_mu);
+        util::MutexLock sg(ix->stats_mu);
         ix->stats = stats;
       }
       ix->ready.store(true);
@@ -218,7 +218,7 @@ absl::StatusOr<Index> DatabaseImpl::DefineIndex(const IndexSchema& schema,
   // links to the root (the catalog row, if written, is the dead transaction's).
   (void)txns_->MarkDead(t->id);
   if (active) (void)space_->Free(ix->btree()->root(), t->id);
-  std::unique_lock<std::shared_mutex> g(catalog_mu_);
+  util::WriterLock g(catalog_mu_);
   index_by_name_.erase(schema.name);
   auto it = std::find_if(indexes_.begin(), indexes_.end(),
                          [&](const auto& p) { return p.get() == ix; });
@@ -278,7 +278,7 @@ absl::Status DatabaseImpl::WriteCatalogRow(uint64_t txn, uint64_t rec, const std
 }
 
 absl::StatusOr<IndexState*> DatabaseImpl::IndexForDdl(std::string_view name) {
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  util::ReaderLock g(catalog_mu_);
   auto it = index_by_name_.find(absl::string_view(name.data(), name.size()));
   if (it == index_by_name_.end() || !it->second->ready.load()) {
     return absl::NotFoundError(absl::StrCat("no index ", std::string(name)));
@@ -289,7 +289,7 @@ absl::StatusOr<IndexState*> DatabaseImpl::IndexForDdl(std::string_view name) {
 absl::Status DatabaseImpl::DropTable(std::string_view name) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   {
-    std::lock_guard<std::mutex> ddl(ddl_mu_);
+    util::MutexLock ddl(ddl_mu_);
     TableState* t = nullptr;
     std::vector<IndexState*> ixs;
     absl::StatusOr<txn::TxnManager::Started> txn = txns_->Begin();
@@ -297,7 +297,7 @@ absl::Status DatabaseImpl::DropTable(std::string_view name) {
     {
       // No write of the table is in flight (writers hold catalog_mu_ shared) and none starts
       // once drop_txn is set.
-      std::unique_lock<std::shared_mutex> g(catalog_mu_);
+      util::WriterLock g(catalog_mu_);
       auto it = table_by_name_.find(absl::string_view(name.data(), name.size()));
       absl::Status s;
       if (it == table_by_name_.end()) {
@@ -314,7 +314,7 @@ absl::Status DatabaseImpl::DropTable(std::string_view name) {
         return s;
       }
       t = it->second;
-      std::unique_lock<std::shared_mutex> rows(t->rows_mu);
+      util::WriterLock rows(t->rows_mu);
       t->drop_txn.store(txn->id, std::memory_order_release);
       for (const auto& ix : indexes_) {
         if (ix->table == t && ix->ready.load()) {
@@ -330,7 +330,7 @@ absl::Status DatabaseImpl::DropTable(std::string_view name) {
     if (s.ok()) s = txns_->Commit(txn->id);
     if (!s.ok()) {
       (void)txns_->MarkDead(txn->id);
-      std::unique_lock<std::shared_mutex> g(catalog_mu_);
+      util::WriterLock g(catalog_mu_);
       t->drop_txn.store(0);
       for (IndexState* ix : ixs) ix->drop_txn.store(0);
       return s;
@@ -339,7 +339,7 @@ absl::Status DatabaseImpl::DropTable(std::string_view name) {
     d.cn = txns_->StateOf(txn->id);
     d.table = t;
     d.what = absl::StrCat("table ", t->schema.name);
-    std::unique_lock<std::shared_mutex> g(catalog_mu_);
+    util::WriterLock g(catalog_mu_);
     table_by_name_.erase(t->schema.name);
     for (IndexState* ix : ixs) {
       index_by_name_.erase(ix->schema.name);
@@ -363,7 +363,7 @@ absl::Status DatabaseImpl::DropTable(std::string_view name) {
 absl::Status DatabaseImpl::DropIndex(std::string_view name) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   {
-    std::lock_guard<std::mutex> ddl(ddl_mu_);
+    util::MutexLock ddl(ddl_mu_);
     absl::StatusOr<IndexState*> found = IndexForDdl(name);
     if (!found.ok()) return found.status();
     IndexState* ix = *found;
@@ -372,8 +372,8 @@ absl::Status DatabaseImpl::DropIndex(std::string_view name) {
     if (!txn.ok()) return txn.status();
     {
       // Writers stop maintaining the index: none is in flight (they hold both locks shared).
-      std::unique_lock<std::shared_mutex> g(catalog_mu_);
-      std::unique_lock<std::shared_mutex> rows(t->rows_mu);
+      util::WriterLock g(catalog_mu_);
+      util::WriterLock rows(t->rows_mu);
       ix->drop_txn.store(txn->id, std::memory_order_release);
       std::erase(t->indexes, ix);
     }
@@ -381,8 +381,8 @@ absl::Status DatabaseImpl::DropIndex(std::string_view name) {
     if (s.ok()) s = txns_->Commit(txn->id);
     if (!s.ok()) {
       (void)txns_->MarkDead(txn->id);
-      std::unique_lock<std::shared_mutex> g(catalog_mu_);
-      std::unique_lock<std::shared_mutex> rows(t->rows_mu);
+      util::WriterLock g(catalog_mu_);
+      util::WriterLock rows(t->rows_mu);
       ix->drop_txn.store(0);
       if (ix->active.load()) t->indexes.push_back(ix);
       return s;
@@ -391,7 +391,7 @@ absl::Status DatabaseImpl::DropIndex(std::string_view name) {
     d.cn = txns_->StateOf(txn->id);
     d.what = absl::StrCat("index ", ix->schema.name);
     if (index::BTree* tree = ix->btree()) d.trees.push_back(tree);
-    std::unique_lock<std::shared_mutex> g(catalog_mu_);
+    util::WriterLock g(catalog_mu_);
     index_by_name_.erase(ix->schema.name);
     auto it = std::find_if(indexes_.begin(), indexes_.end(),
                            [&](const auto& p) { return p.get() == ix; });
@@ -415,7 +415,7 @@ absl::Status DatabaseImpl::SetIndexActive(std::string_view name, bool active,
                      " (0 or more), fill_percent ", build.fill_percent, " (10..100)"));
   }
   {
-    std::lock_guard<std::mutex> ddl(ddl_mu_);
+    util::MutexLock ddl(ddl_mu_);
     absl::StatusOr<IndexState*> found = IndexForDdl(name);
     if (!found.ok()) return found.status();
     IndexState* ix = *found;
@@ -426,8 +426,8 @@ absl::Status DatabaseImpl::SetIndexActive(std::string_view name, bool active,
     if (!active) {
       index::BTree* old = ix->btree();
       {
-        std::unique_lock<std::shared_mutex> g(catalog_mu_);
-        std::unique_lock<std::shared_mutex> rows(t->rows_mu);
+        util::WriterLock g(catalog_mu_);
+        util::WriterLock rows(t->rows_mu);
         ix->active.store(false, std::memory_order_release);
         ix->tree_.store(nullptr, std::memory_order_release);
         std::erase(t->indexes, ix);
@@ -437,8 +437,8 @@ absl::Status DatabaseImpl::SetIndexActive(std::string_view name, bool active,
       if (s.ok()) s = txns_->Commit(txn->id);
       if (!s.ok()) {
         (void)txns_->MarkDead(txn->id);
-        std::unique_lock<std::shared_mutex> g(catalog_mu_);
-        std::unique_lock<std::shared_mutex> rows(t->rows_mu);
+        util::WriterLock g(catalog_mu_);
+        util::WriterLock rows(t->rows_mu);
         ix->tree_.store(old, std::memory_order_release);
         ix->active.store(true, std::memory_order_release);
         t->indexes.push_back(ix);
@@ -448,7 +448,7 @@ absl::Status DatabaseImpl::SetIndexActive(std::string_view name, bool active,
       d.cn = txns_->StateOf(txn->id);
       d.what = absl::StrCat("index ", ix->schema.name, " (deactivated)");
       d.trees.push_back(old);
-      std::unique_lock<std::shared_mutex> g(catalog_mu_);
+      util::WriterLock g(catalog_mu_);
       pending_drops_.push_back(std::move(d));
       pending_drop_count_.fetch_add(1, std::memory_order_release);
     } else {
@@ -463,16 +463,16 @@ absl::Status DatabaseImpl::SetIndexActive(std::string_view name, bool active,
       IndexStats stats;
       absl::Status s;
       {
-        std::unique_lock<std::shared_mutex> rows(t->rows_mu);
+        util::WriterLock rows(t->rows_mu);
         // Readers do not use the tree before `active` is set; writers wait for the rows lock.
         ix->SetTree(std::make_unique<index::BTree>(cache_.get(), space_.get(), *root));
-        s = BuildIndex(ix, txn->id, build, &stats);
+        s = BuildIndex(t, ix, txn->id, build, &stats);
         const std::string raw = IndexCatalogRow(*ix);
         if (s.ok()) s = WriteCatalogRow(txn->id, ix->catalog_rec, &raw);
         if (s.ok()) s = txns_->Commit(txn->id);
         if (s.ok()) {
           {
-            std::lock_guard<std::mutex> sg(ix->stats_mu);
+            util::MutexLock sg(ix->stats_mu);
             ix->stats = stats;
           }
           t->indexes.push_back(ix);
@@ -543,7 +543,7 @@ absl::Status DatabaseImpl::FreeDropped(const PendingDrop& d) {
   pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
   // Nothing on disk links to these pages: the catalog rows that led to them were deleted by
   // a committed transaction, whose pages were written by its commit.
-  std::unique_lock<std::shared_mutex> g(catalog_mu_);
+  util::WriterLock g(catalog_mu_);
   for (page::PageNo p : pages) {
     if (absl::Status s = space_->Free(p, cache::kNoOwnerMark); !s.ok()) return s;
   }
@@ -551,16 +551,16 @@ absl::Status DatabaseImpl::FreeDropped(const PendingDrop& d) {
 }
 
 void DatabaseImpl::ReapDropped(bool force) {
-  std::unique_lock<std::mutex> ddl(ddl_mu_, std::defer_lock);
+  util::MutexLock ddl(ddl_mu_, std::defer_lock);
   if (force) {
-    ddl.lock();
-  } else if (!ddl.try_lock()) {
+    ddl.Lock();
+  } else if (!ddl.TryLock()) {
     return;  // the DDL running now reaps when it ends
   }
   const uint64_t horizon = GcHorizon();
   std::vector<PendingDrop> ready;
   {
-    std::shared_lock<std::shared_mutex> g(catalog_mu_);
+    util::ReaderLock g(catalog_mu_);
     for (const PendingDrop& d : pending_drops_) {
       if (force || d.cn <= horizon) ready.push_back(d);
     }
@@ -569,7 +569,7 @@ void DatabaseImpl::ReapDropped(bool force) {
     absl::Status s = FreeDropped(d);
     // Done either way: a failed free leaves pages Validate(free_unreachable) can reclaim.
     if (!s.ok()) bg_errors_.Add(s);
-    std::unique_lock<std::shared_mutex> g(catalog_mu_);
+    util::WriterLock g(catalog_mu_);
     auto it = std::find_if(pending_drops_.begin(), pending_drops_.end(), [&](const PendingDrop& p) {
       return p.cn == d.cn && p.table == d.table && p.trees == d.trees;
     });

@@ -37,7 +37,7 @@ absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
   }
   size_t left = 0;
   for (const auto& d : drop) left += d.size();
-  auto keep = [&](std::string_view raw) -> absl::Status {
+  auto keep = [&](std::string_view raw) ABSL_SHARED_LOCKS_REQUIRED(t->rows_mu) -> absl::Status {
     if (absl::Status s = record::DecodeRow(raw, ncols, &row); !s.ok()) return s;
     for (size_t i = 0; i < t->indexes.size(); ++i) {
       internal::EncodeIndexKey(*t->indexes[i], row, &key);
@@ -56,7 +56,8 @@ absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
     std::pair<page::PageNo, uint16_t> at;
     absl::Status s = t->relation->ForEachVersion(
         rec,
-        [&](uint64_t writer, bool deleted, std::string_view raw) {
+        [&](uint64_t writer, bool deleted, std::string_view raw)
+            ABSL_SHARED_LOCKS_REQUIRED(t->rows_mu) {
           if (!deleted && txns_->StateOf(writer) != txn::kCnDead) bad = keep(raw);
           return bad.ok() && left > 0;
         },
@@ -107,7 +108,7 @@ absl::Status DatabaseImpl::QueueBlobFrees(const TableState* t, uint64_t rec,
 absl::Status DatabaseImpl::FreeCollected(TableState* t, std::vector<record::Unlinked>* unlinked) {
   if (unlinked->empty()) return absl::OkStatus();
   // Shared: DropTable sets drop_txn, and FreeDropped frees the pages, under it exclusively.
-  std::shared_lock<std::shared_mutex> cat(catalog_mu_);
+  util::ReaderLock cat(catalog_mu_);
   if (t->drop_txn.load(std::memory_order_acquire) != 0) {
     t->relation->FreeLater(unlinked);
     return absl::OkStatus();
@@ -119,13 +120,13 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
                                           std::vector<record::Unlinked>* unlinked, bool* pending,
                                           bool* busy, CollectTally* tally) {
   const uint64_t horizon = GcHorizon();
-  std::shared_lock<std::shared_mutex> cat(catalog_mu_);
+  util::ReaderLock cat(catalog_mu_);
   // The index list must not change, and an index build of the table must see the records as
   // they are: a collector that can come back later does not wait for a build.
-  std::shared_lock<std::shared_mutex> rows(t->rows_mu, std::defer_lock);
+  util::ReaderLock rows(t->rows_mu, std::defer_lock);
   if (busy == nullptr) {
-    rows.lock();
-  } else if (!rows.try_lock()) {
+    rows.Lock();
+  } else if (!rows.TryLock()) {
     *busy = true;
     return absl::OkStatus();
   }
@@ -187,7 +188,7 @@ absl::Status DatabaseImpl::CollectAll() {
   if (gc_) pause = gc_->Pause();
   std::vector<TableState*> tables;
   {
-    std::shared_lock<std::shared_mutex> g(catalog_mu_);
+    util::ReaderLock g(catalog_mu_);
     for (const auto& t : tables_) tables.push_back(t.get());
   }
   std::vector<uint64_t> recs;
@@ -229,7 +230,7 @@ absl::StatusOr<TableStats> DatabaseImpl::GetTableStats(const Table& table) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   if (!table) return absl::InvalidArgumentError("invalid table handle");
   // Shared: a dropped table's pages are not freed during the walk.
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  util::ReaderLock g(catalog_mu_);
   const TableState* t = TableState::From(table);
   if (absl::Status s = CheckTableVisible(*t, txns_->CurrentCn()); !s.ok()) return s;
   record::VersionStats v;

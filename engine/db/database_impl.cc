@@ -37,7 +37,7 @@ absl::Status DatabaseImpl::CheckOpen() const {
 
 std::unique_ptr<txn::UndoLog> DatabaseImpl::TakeUndoLog() {
   {
-    std::lock_guard<std::mutex> g(undo_pool_mu_);
+    util::MutexLock g(undo_pool_mu_);
     if (!undo_pool_.empty()) {
       std::unique_ptr<txn::UndoLog> log = std::move(undo_pool_.back());
       undo_pool_.pop_back();
@@ -49,14 +49,14 @@ std::unique_ptr<txn::UndoLog> DatabaseImpl::TakeUndoLog() {
 
 void DatabaseImpl::ReturnUndoLog(std::unique_ptr<txn::UndoLog> log) {
   if (log == nullptr || log->Reset() > kUndoPoolKeep) return;  // a huge one gives its memory back
-  std::lock_guard<std::mutex> g(undo_pool_mu_);
+  util::MutexLock g(undo_pool_mu_);
   if (undo_pool_.size() < kUndoPoolLogs) undo_pool_.push_back(std::move(log));
 }
 
 // ---------------------------------------------------------------- catalog
 
 TableState* DatabaseImpl::TableById(uint32_t id) {
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  util::ReaderLock g(catalog_mu_);
   return TableByIdLocked(id);
 }
 
@@ -75,13 +75,13 @@ absl::StatusOr<IndexStats> DatabaseImpl::GetIndexStats(const Index& index) {
       txn::IsCommittedCn(txns_->StateOf(ix->drop_txn.load()))) {
     return absl::NotFoundError(absl::StrCat("index ", ix->schema.name, " was dropped"));
   }
-  std::lock_guard<std::mutex> g(ix->stats_mu);
+  util::MutexLock g(ix->stats_mu);
   return ix->stats;
 }
 
 absl::StatusOr<Table> DatabaseImpl::GetTable(std::string_view name) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  util::ReaderLock g(catalog_mu_);
   auto it = table_by_name_.find(absl::string_view(name.data(), name.size()));
   if (it == table_by_name_.end()) {
     return absl::NotFoundError(absl::StrCat("no table ", std::string(name)));
@@ -91,7 +91,7 @@ absl::StatusOr<Table> DatabaseImpl::GetTable(std::string_view name) {
 
 absl::StatusOr<Index> DatabaseImpl::GetIndex(std::string_view name) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  util::ReaderLock g(catalog_mu_);
   auto it = index_by_name_.find(absl::string_view(name.data(), name.size()));
   if (it == index_by_name_.end() || !it->second->ready.load()) {
     return absl::NotFoundError(absl::StrCat("no index ", std::string(name)));
@@ -102,7 +102,7 @@ absl::StatusOr<Index> DatabaseImpl::GetIndex(std::string_view name) {
 std::vector<std::string> DatabaseImpl::TableNames() {
   std::vector<std::string> out;
   if (!CheckOpen().ok()) return out;  // a closed database has no tables to offer
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  util::ReaderLock g(catalog_mu_);
   for (const auto& t : tables_) out.push_back(t->schema.name);
   return out;
 }
@@ -142,7 +142,7 @@ DatabaseStats DatabaseImpl::stats() {
 
 record::Relation* DatabaseImpl::RelationById(uint32_t id) {
   if (id == 0) return catalog_.get();
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  util::ReaderLock g(catalog_mu_);
   for (const auto& t : tables_) {
     if (t->id == id) return t->relation.get();
   }
@@ -175,14 +175,14 @@ absl::StatusOr<BackupResult> DatabaseImpl::Backup(const std::string& path,
 absl::StatusOr<BackupSource::Snapshot> DatabaseImpl::BeginSnapshot() {
   Snapshot snap;
   // The snapshot and the definitions it goes with: no DDL between them.
-  std::lock_guard<std::mutex> ddl(ddl_mu_);
+  util::MutexLock ddl(ddl_mu_);
   TransactionOptions to;
   to.read_only = true;
   absl::StatusOr<std::unique_ptr<Transaction>> t = Begin(to);
   if (!t.ok()) return t.status();
   snap.txn = std::move(*t);
   snap.view = static_cast<TransactionImpl*>(snap.txn.get())->View();
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  util::ReaderLock g(catalog_mu_);
   for (const auto& table : tables_) {
     if (table->drop_txn.load(std::memory_order_acquire) == 0) snap.tables.push_back(table.get());
   }

@@ -8,13 +8,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <span>
 #include <thread>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
@@ -33,6 +33,7 @@
 #include "engine/record/relation.h"
 #include "engine/txn/txn_manager.h"
 #include "engine/txn/undo_log.h"
+#include "engine/util/mutex.h"
 #include "engine/worker/worker_pool.h"
 
 namespace ember {
@@ -78,8 +79,8 @@ class DatabaseImpl : public Database, public BackupSource {
   uint32_t page_size() const override { return cache_->page_size(); }
   int WorkersFor(int requested) const override;
   std::unique_ptr<blob::TxnBlobs> SnapshotBlobs(uint64_t txn) override;
-  std::shared_lock<std::shared_mutex> LockCatalogShared() override {
-    return std::shared_lock<std::shared_mutex>(catalog_mu_);
+  util::SharedMutex& catalog_mutex() override ABSL_LOCK_RETURNED(catalog_mu_) {
+    return catalog_mu_;
   }
   absl::Status SetSweepInterval(uint64_t interval) override;
   // At each Begin: starts one background sweep when the gap between the oldest snapshot and
@@ -149,11 +150,13 @@ class DatabaseImpl : public Database, public BackupSource {
   // The relation with this id (catalog included), or nullptr.
   record::Relation* RelationById(uint32_t id);
   internal::TableState* TableById(uint32_t id);
-  internal::TableState* TableByIdLocked(uint32_t id);  // REQUIRES: catalog_mu_ held
+  internal::TableState* TableByIdLocked(uint32_t id) ABSL_SHARED_LOCKS_REQUIRED(catalog_mu_);
 
   // The lock of a record (striped): held by a writer from its version write until its index
   // entries are in, and by garbage collection of the record, so a collector never removes an
-  // entry that a concurrent writer found present and relied on.
+  // entry that a concurrent writer found present and relied on. A std::mutex: it guards no
+  // field (the analysis could not tell which stripe is whose), and WriteVersion hands its lock
+  // back to the caller as a std::unique_lock.
   std::mutex& RecordMutex(uint32_t table, uint64_t rec) {
     return record_mu_[(rec * 0x9E3779B97F4A7C15ull + table) >> 55];
   }
@@ -163,7 +166,7 @@ class DatabaseImpl : public Database, public BackupSource {
   absl::Status DropKeys(internal::TableState* t, uint64_t rec,
                         const std::vector<std::string>& going,
                         const std::vector<std::string>* staying, uint64_t mark_txn,
-                        uint64_t* removed = nullptr);
+                        uint64_t* removed = nullptr) ABSL_SHARED_LOCKS_REQUIRED(t->rows_mu);
   // Queues (in `unlinked`, freed once `from` and `from2` are written) the stored BLOBs of table
   // `t` that some row of `going` names and no row of `staying` does. A stored BLOB belongs to
   // one record (a row naming another record's BLOB gets a copy), and a version can only keep
@@ -212,10 +215,12 @@ class DatabaseImpl : public Database, public BackupSource {
   absl::Status PersistNext(uint64_t next);
   absl::StatusOr<internal::TableState*> AddTableState(uint32_t id, const TableSchema& schema,
                                                       page::PageNo first_pp,
-                                                      uint64_t catalog_rec);
+                                                      uint64_t catalog_rec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(catalog_mu_);
   // `root` 0: an inactive index.
   absl::StatusOr<internal::IndexState*> AddIndexState(uint32_t id, const IndexSchema& schema,
-                                                      page::PageNo root, uint64_t catalog_rec);
+                                                      page::PageNo root, uint64_t catalog_rec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(catalog_mu_);
   // CreateIndex (`active`: built) and CreateInactiveIndex.
   absl::StatusOr<Index> DefineIndex(const IndexSchema& schema, const IndexBuildOptions& build,
                                     bool active);
@@ -240,22 +245,23 @@ class DatabaseImpl : public Database, public BackupSource {
   // Frees the pages of `d`; the walk first, then the frees under catalog_mu_ (Validate sees
   // the pages either reachable through pending_drops_ or free).
   absl::Status FreeDropped(const PendingDrop& d);
-  // The bulk build of `ix` over its table for DDL transaction `txn` (database_index_build.cc): nothing
-  // for an empty table, the table's damage (Relation::damage) for a damaged one.
-  // REQUIRES: the table's rows lock held exclusively.
-  absl::Status BuildIndex(internal::IndexState* ix, uint64_t txn, const IndexBuildOptions& opt,
-                          IndexStats* stats);
+  // The bulk build of `ix` over its table `t` (ix->table, named apart so that the analysis can
+  // check its rows lock) for DDL transaction `txn` (database_index_build.cc): nothing for an
+  // empty table, the table's damage (Relation::damage) for a damaged one.
+  absl::Status BuildIndex(internal::TableState* t, internal::IndexState* ix, uint64_t txn,
+                          const IndexBuildOptions& opt, IndexStats* stats)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->rows_mu);
   absl::Status BuildIndexByInserts(internal::IndexState* ix, uint64_t txn, IndexStats* stats);
   // CollectGarbage's work: every table's garbage, now.
   absl::Status CollectAll();
   // Validate's steps (database_validate.cc), in order, each adding what it finds to the walk.
   // The pages every database has: the header, the PIPs and the TIP chain.
   void ListFixedPages(ValidateWalk* w);
-  // REQUIRES catalog_mu_ held (this and the next). The catalog's and every table's relation
-  // (Relation::Check), the pages of the tables' stored BLOBs, and the orphan BLOBs.
-  absl::Status CheckRelations(ValidateWalk* w);
+  // The catalog's and every table's relation (Relation::Check), the pages of the tables'
+  // stored BLOBs, and the orphan BLOBs.
+  absl::Status CheckRelations(ValidateWalk* w) ABSL_SHARED_LOCKS_REQUIRED(catalog_mu_);
   // Every index's B-tree and the form of its entries.
-  absl::Status CheckIndexes(ValidateWalk* w);
+  absl::Status CheckIndexes(ValidateWalk* w) ABSL_SHARED_LOCKS_REQUIRED(catalog_mu_);
   // Every page reached must be allocated in its PIP; allocated pages reached by nothing are
   // unreachable.
   absl::Status CheckPageSpace(ValidateWalk* w);
@@ -276,28 +282,32 @@ class DatabaseImpl : public Database, public BackupSource {
   std::unique_ptr<worker::WorkerPool> workers_;
   std::function<void()> build_hook_;  // TEST_SetIndexBuildHook
   // Undo logs of ended transactions with the memory they grew (see TakeUndoLog).
-  std::mutex undo_pool_mu_;
-  std::vector<std::unique_ptr<txn::UndoLog>> undo_pool_;  // guarded by undo_pool_mu_
+  util::Mutex undo_pool_mu_;
+  std::vector<std::unique_ptr<txn::UndoLog>> undo_pool_ ABSL_GUARDED_BY(undo_pool_mu_);
 
-  std::mutex header_mu_;
-  page::HeaderFields header_;  // guarded by header_mu_
+  util::Mutex header_mu_;
+  page::HeaderFields header_ ABSL_GUARDED_BY(header_mu_);
 
-  mutable std::shared_mutex catalog_mu_;
-  std::vector<std::unique_ptr<internal::TableState>> tables_;  // guarded by catalog_mu_
-  std::vector<std::unique_ptr<internal::IndexState>> indexes_;  // guarded by catalog_mu_
-  absl::flat_hash_map<std::string, internal::TableState*> table_by_name_;
-  absl::flat_hash_map<std::string, internal::IndexState*> index_by_name_;
+  mutable util::SharedMutex catalog_mu_;
+  std::vector<std::unique_ptr<internal::TableState>> tables_ ABSL_GUARDED_BY(catalog_mu_);
+  std::vector<std::unique_ptr<internal::IndexState>> indexes_ ABSL_GUARDED_BY(catalog_mu_);
+  absl::flat_hash_map<std::string, internal::TableState*> table_by_name_
+      ABSL_GUARDED_BY(catalog_mu_);
+  absl::flat_hash_map<std::string, internal::IndexState*> index_by_name_
+      ABSL_GUARDED_BY(catalog_mu_);
   // Dropped tables and indexes, kept until Close so that handles never dangle.
-  std::vector<std::unique_ptr<internal::TableState>> dropped_tables_;  // guarded by catalog_mu_
-  std::vector<std::unique_ptr<internal::IndexState>> dropped_indexes_;  // guarded by catalog_mu_
-  std::vector<PendingDrop> pending_drops_;  // guarded by catalog_mu_
+  std::vector<std::unique_ptr<internal::TableState>> dropped_tables_
+      ABSL_GUARDED_BY(catalog_mu_);
+  std::vector<std::unique_ptr<internal::IndexState>> dropped_indexes_
+      ABSL_GUARDED_BY(catalog_mu_);
+  std::vector<PendingDrop> pending_drops_ ABSL_GUARDED_BY(catalog_mu_);
   std::atomic<size_t> pending_drop_count_{0};
-  uint32_t next_relation_id_ = 1;  // guarded by catalog_mu_
-  std::mutex ddl_mu_;              // one DDL at a time
-  std::mutex sweep_mu_;            // one sweep at a time
+  uint32_t next_relation_id_ ABSL_GUARDED_BY(catalog_mu_) = 1;
+  util::Mutex ddl_mu_ ABSL_ACQUIRED_BEFORE(catalog_mu_);  // one DDL at a time
+  util::Mutex sweep_mu_;                                  // one sweep at a time
   // The automatic sweep (database_sweep.cc): at most one thread, started by MaybeStartAutoSweep.
-  std::mutex auto_sweep_mu_;
-  std::thread auto_sweep_;                  // guarded by auto_sweep_mu_
+  util::Mutex auto_sweep_mu_;
+  std::thread auto_sweep_ ABSL_GUARDED_BY(auto_sweep_mu_);
   std::atomic<bool> auto_sweep_running_{false};
   std::atomic<bool> stop_sweeps_{false};    // Close: a running sweep stops at its next chunk
   std::atomic<uint64_t> sweeps_{0}, auto_sweeps_{0};

@@ -229,12 +229,12 @@ absl::Status JoinRanges(const IndexState& ix, const std::vector<RangeSummary>& s
 
 }  // namespace
 
-absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexBuildOptions& opt,
-                                      IndexStats* stats) {
+absl::Status DatabaseImpl::BuildIndex(TableState* t, IndexState* ix, uint64_t txn,
+                                      const IndexBuildOptions& opt, IndexStats* stats) {
   // A table whose pages are unknown (a damaged pointer-page chain) gets no index, not an
   // empty one; an empty table needs no build.
-  if (const absl::Status& d = ix->table->relation->damage(); !d.ok()) return d;
-  if (ix->table->relation->PageSequences() == 0) return absl::OkStatus();
+  if (const absl::Status& d = t->relation->damage(); !d.ok()) return d;
+  if (t->relation->PageSequences() == 0) return absl::OkStatus();
   if (build_hook_) build_hook_();
   if (opt.method == IndexBuildOptions::Method::kInsert) {
     const Clock::time_point t0 = Clock::now();
@@ -243,7 +243,7 @@ absl::Status DatabaseImpl::BuildIndex(IndexState* ix, uint64_t txn, const IndexB
     stats->workers = 1;
     return s;
   }
-  const uint32_t nseq = ix->table->relation->PageSequences();
+  const uint32_t nseq = t->relation->PageSequences();
   worker::WorkerPool* pool = workers();
   // sort_memory_limit holds for the workers together: each sorts in an equal share of it, of
   // at least kMinSortShare, so a limit too small for every worker to have one is sorted by

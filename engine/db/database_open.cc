@@ -154,7 +154,7 @@ absl::Status DatabaseImpl::CreateNew() {
   absl::StatusOr<page::PageNo> cat = record::Relation::Create(cache_.get(), space_.get(), 0, 0);
   if (!cat.ok()) return cat.status();
   {
-    std::lock_guard<std::mutex> g(header_mu_);
+    util::MutexLock g(header_mu_);
     header_ = page::HeaderFields{};
     header_.page_size = ps;
     header_.first_tip = *tip;
@@ -200,18 +200,20 @@ absl::Status DatabaseImpl::OpenExisting() {
   if (absl::Status s = MakeCache(ps); !s.ok()) return s;
   cache_->CountSyncs(dw->syncs);  // the recovery's, made before the cache existed
   if (options_.doublewrite) cache_->EnableDoublewrite(*dw);
+  page::HeaderFields header;  // what the rest of the open reads of it
   {
-    std::lock_guard<std::mutex> g(header_mu_);  // before the latch, as in WriteHeader
+    util::MutexLock g(header_mu_);  // before the latch, as in WriteHeader
     absl::StatusOr<cache::PageRef> h = cache_->Fetch(0, LatchMode::kShared);
     if (!h.ok()) return h.status();
     if (absl::Status s = page::ReadHeader(h->data(), &header_, path); !s.ok()) return s;
     opened_after_crash_ = (header_.flags & page::kHeaderFlagCleanShutdown) == 0;
     sweep_interval_.store(options_.sweep_interval.value_or(header_.sweep_interval));
+    header = header_;
   }
-  if (header_.dw_first != page::kDoublewriteFirst ||
-      header_.dw_slots != page::DoublewriteSlots(ps)) {
+  if (header.dw_first != page::kDoublewriteFirst ||
+      header.dw_slots != page::DoublewriteSlots(ps)) {
     return absl::DataLossError(absl::StrCat(path, ": header names a doublewrite area of ",
-                                            header_.dw_slots, " pages at page ", header_.dw_first,
+                                            header.dw_slots, " pages at page ", header.dw_first,
                                             "; format ", page::kFormatVersion, " has ",
                                             page::DoublewriteSlots(ps), " at page ",
                                             page::kDoublewriteFirst));
@@ -220,7 +222,7 @@ absl::Status DatabaseImpl::OpenExisting() {
     // A torn extension at the end: whole pages before it are what counts.
   }
   const uint32_t file_pages = static_cast<uint32_t>(*size / ps);
-  uint32_t page_count = std::max(header_.page_count, file_pages);
+  uint32_t page_count = std::max(header.page_count, file_pages);
   {
     // After a crash the last PIP may mark pages allocated that never reached the file (the PIP
     // was synced before them, e.g. by an eviction's careful-write sync). Count them, or they are
@@ -244,18 +246,18 @@ absl::Status DatabaseImpl::OpenExisting() {
   space_ = std::make_unique<cache::PageSpace>(cache_.get(), page_count);
   txns_ = std::make_unique<txn::TxnManager>(cache_.get(), space_.get(),
                                             [this](uint64_t n) { return PersistNext(n); });
-  if (absl::Status s = txns_->Load(header_.first_tip, header_.oit, header_.next_txn); !s.ok()) {
+  if (absl::Status s = txns_->Load(header.first_tip, header.oit, header.next_txn); !s.ok()) {
     return s;
   }
   catalog_ = std::make_unique<record::Relation>(cache_.get(), space_.get(), txns_.get(), 0,
-                                                header_.catalog_pp);
+                                                header.catalog_pp);
   if (absl::Status s = catalog_->Load(); !s.ok()) return s;
   if (absl::Status s = LoadCatalog(); !s.ok()) return s;
   return WriteHeader(/*clean=*/false);
 }
 
 absl::Status DatabaseImpl::WriteHeader(bool clean) {
-  std::lock_guard<std::mutex> g(header_mu_);
+  util::MutexLock g(header_mu_);
   txn::TxnCounters c = txns_->counters();
   header_.next_txn = std::max(header_.next_txn, c.next);
   header_.oit = c.oit;
@@ -278,7 +280,7 @@ absl::Status DatabaseImpl::WriteHeader(bool clean) {
 
 absl::Status DatabaseImpl::PersistNext(uint64_t next) {
   {
-    std::lock_guard<std::mutex> g(header_mu_);
+    util::MutexLock g(header_mu_);
     header_.next_txn = next;
   }
   return WriteHeader(/*clean=*/false);
@@ -296,7 +298,12 @@ absl::Status DatabaseImpl::Close() {
   // Nothing reads any more: what drops left goes now.
   ReapDropped(/*force=*/true);
   // Lines left to a collection that did not come; FlushAll writes what freeing them dirties.
-  for (const auto& t : tables_) {
+  std::vector<TableState*> tables;
+  {
+    util::ReaderLock g(catalog_mu_);
+    for (const auto& t : tables_) tables.push_back(t.get());
+  }
+  for (TableState* t : tables) {
     std::vector<record::Unlinked> later;
     t->relation->TakeLater(&later);
     if (!later.empty()) bg_errors_.Add(t->relation->FreeUnlinked(&later, cache::kNoOwnerMark));
@@ -346,7 +353,7 @@ absl::Status DatabaseImpl::LoadCatalog() {
   for (uint32_t seq = 0; seq < n; ++seq) {
     if (absl::Status s = catalog_->ReadPage(seq, all, &rows); !s.ok()) return s;
   }
-  std::unique_lock<std::shared_mutex> g(catalog_mu_);
+  util::WriterLock g(catalog_mu_);
   std::vector<std::pair<uint64_t, CatalogRow>> index_rows;
   for (const auto& [rec, raw] : rows) {
     absl::StatusOr<CatalogRow> r = ParseCatalogRow(rec, raw);
@@ -374,7 +381,11 @@ absl::Status DatabaseImpl::LoadCatalog() {
     }
     absl::StatusOr<IndexState*> ix = AddIndexState(r.id, is, inactive ? 0 : r.page, rec);
     if (!ix.ok()) return ix.status();
-    if (!inactive) ix.value()->table->indexes.push_back(*ix);
+    if (!inactive) {
+      TableState* t = (*ix)->table;
+      util::WriterLock rows(t->rows_mu);  // nothing else runs yet: for the analysis
+      t->indexes.push_back(*ix);
+    }
   }
   return absl::OkStatus();
 }

@@ -30,7 +30,7 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("sweep: workers ", options.workers, " (0 or more)"));
   }
-  std::lock_guard<std::mutex> one(sweep_mu_);
+  util::MutexLock one(sweep_mu_);
   const auto t0 = std::chrono::steady_clock::now();
   SweepResult out;
   // Every transaction below this one has ended: once the pages are swept, no version of a dead
@@ -45,7 +45,7 @@ absl::StatusOr<SweepResult> DatabaseImpl::Sweep(const SweepOptions& options) {
   // transactions' versions may still be in that table.
   absl::Status damaged;
   {
-    std::shared_lock<std::shared_mutex> g(catalog_mu_);
+    util::ReaderLock g(catalog_mu_);
     std::vector<uint32_t> sizes;
     for (const auto& t : tables_) {
       if (absl::Status d = t->DamageFor("sweep"); !d.ok()) {
@@ -140,7 +140,7 @@ absl::Status DatabaseImpl::SweepTables(int workers, SweepPlan* plan, SweepResult
 absl::Status DatabaseImpl::SweepCatalog(SweepResult* out) {
   // Dead rows of DDL that failed (no indexes, no BLOBs). DDL writes the catalog one at a time,
   // under ddl_mu_.
-  std::lock_guard<std::mutex> ddl(ddl_mu_);
+  util::MutexLock ddl(ddl_mu_);
   const uint64_t horizon = GcHorizon();
   std::vector<uint64_t> recs;
   std::vector<record::Unlinked> unlinked;
@@ -162,7 +162,7 @@ absl::Status DatabaseImpl::SweepCatalog(SweepResult* out) {
 absl::Status DatabaseImpl::FlagSweptSlots(const SweepPlan& plan, SweepResult* out) {
   // The pages flagged swept are on disk now (unless changed since): their pointer-page slots
   // can say so (Relation::FlagSweptSlots), and go to disk with the header.
-  std::shared_lock<std::shared_mutex> cat(catalog_mu_);
+  util::ReaderLock cat(catalog_mu_);
   for (size_t i = 0; i < plan.chunks.size();) {
     const uint32_t part = plan.chunks[i].part;
     TableState* t = plan.tables[part];
@@ -184,7 +184,7 @@ absl::Status DatabaseImpl::FlagSweptSlots(const SweepPlan& plan, SweepResult* ou
 absl::Status DatabaseImpl::MarkSwept(TableState* t, uint32_t first, uint32_t end,
                                      std::vector<uint32_t>* flagged) {
   // Shared: a dropped table's pages are not freed (and reused) under the flagging.
-  std::shared_lock<std::shared_mutex> cat(catalog_mu_);
+  util::ReaderLock cat(catalog_mu_);
   if (t->drop_txn.load(std::memory_order_acquire) != 0) return absl::OkStatus();
   const uint64_t horizon = GcHorizon();
   for (uint32_t seq = first; seq < end; ++seq) {
@@ -211,7 +211,7 @@ void DatabaseImpl::MaybeStartAutoSweep(uint64_t txn_id) {
   if (!sweep_checked_at_.compare_exchange_strong(last, txn_id)) return;
   const txn::TxnCounters c = txns_->counters();
   if (c.ost <= c.oit || c.ost - c.oit <= interval) return;
-  std::lock_guard<std::mutex> g(auto_sweep_mu_);
+  util::MutexLock g(auto_sweep_mu_);
   if (stop_sweeps_.load() || auto_sweep_running_.exchange(true)) return;
   if (auto_sweep_.joinable()) auto_sweep_.join();  // the last one, finished
   auto_sweeps_.fetch_add(1, std::memory_order_relaxed);
@@ -227,14 +227,14 @@ void DatabaseImpl::MaybeStartAutoSweep(uint64_t txn_id) {
 
 void DatabaseImpl::StopAutoSweep() {
   stop_sweeps_.store(true, std::memory_order_release);
-  std::lock_guard<std::mutex> g(auto_sweep_mu_);
+  util::MutexLock g(auto_sweep_mu_);
   if (auto_sweep_.joinable()) auto_sweep_.join();
 }
 
 absl::Status DatabaseImpl::SetSweepInterval(uint64_t interval) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   {
-    std::lock_guard<std::mutex> g(header_mu_);
+    util::MutexLock g(header_mu_);
     header_.sweep_interval = interval;
   }
   // In effect at once, before it is durable: a failed write below leaves this handle with the

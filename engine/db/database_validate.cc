@@ -55,7 +55,7 @@ void CheckBlobPage(cache::BufferCache* cache, uint32_t rel, page::PageNo p, bool
   }
   if (!listed) return;
   for (uint32_t i = 0; i < page::BlobUsed(d); ++i) {
-    listed->push_back(util::Get32(page::BlobData(d) + 4 * i));
+    listed->push_back(util::Get32(page::BlobData(d) + size_t{4} * i));
   }
 }
 
@@ -86,14 +86,14 @@ absl::StatusOr<ValidationReport> DatabaseImpl::Validate(const ValidateOptions& o
   // The background collector's rounds unlink lines before they free them: not while we look.
   std::unique_lock<std::mutex> pause;
   if (gc_) pause = gc_->Pause();
-  std::lock_guard<std::mutex> no_sweep(sweep_mu_);  // nor a sweep's
+  util::MutexLock no_sweep(sweep_mu_);  // nor a sweep's
   ValidateWalk w;
   w.rep.repaired_pages = repaired_pages_;
   w.ps = options_.page_size;
   w.page_count = space_->page_count();
 
   ListFixedPages(&w);
-  std::shared_lock<std::shared_mutex> g(catalog_mu_);
+  util::ReaderLock g(catalog_mu_);
   if (absl::Status s = CheckRelations(&w); !s.ok()) return s;
   if (absl::Status s = CheckIndexes(&w); !s.ok()) return s;
   if (absl::Status s = CheckPageSpace(&w); !s.ok()) return s;

@@ -24,10 +24,10 @@ GarbageCollector::~GarbageCollector() { Stop(); }
 
 void GarbageCollector::Stop() {
   {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -35,23 +35,23 @@ void GarbageCollector::Notify(const std::vector<std::pair<uint32_t, uint32_t>>& 
                               uint64_t cn) {
   if (pages.empty()) return;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     for (const auto& p : pages) {
       uint64_t& at = queue_[p];
       at = std::max(at, cn);
     }
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 size_t GarbageCollector::queued() const {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   return queue_.size() + in_round_;
 }
 
 void GarbageCollector::KeepUnfreed(uint32_t table, std::vector<record::Unlinked>* unlinked) {
   if (unlinked->empty()) return;
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   auto& left = unfreed_[table];
   left.insert(left.end(), unlinked->begin(), unlinked->end());
   unlinked->clear();
@@ -63,7 +63,7 @@ absl::Status GarbageCollector::RunOnce() {
   std::vector<std::pair<std::pair<uint32_t, uint32_t>, uint64_t>> ready;  // (page, its CN)
   std::map<uint32_t, std::vector<record::Unlinked>> unfreed;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (it->second <= horizon) {
         ready.emplace_back(*it);
@@ -126,7 +126,7 @@ absl::Status GarbageCollector::RunOnce() {
     if (unlinked.size() >= 4096) flush();
   }
   flush();
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   for (const auto& [page, cn] : retry) {
     uint64_t& at = queue_[page];
     at = std::max(at, cn);
@@ -136,15 +136,15 @@ absl::Status GarbageCollector::RunOnce() {
 }
 
 void GarbageCollector::Loop() {
-  std::unique_lock<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   while (!stop_) {
     // Wake on notification, and now and then for pages waiting for the horizon to move (and
     // for pages and lines a failed round left to retry).
-    cv_.wait_for(g, std::chrono::milliseconds(200));
+    cv_.WaitFor(g, std::chrono::milliseconds(200));
     if (stop_ || (queue_.empty() && unfreed_.empty())) continue;
-    g.unlock();
+    g.Unlock();
     (void)RunOnce();  // its errors went to the database's BackgroundErrors
-    g.lock();
+    g.Lock();
   }
 }
 

@@ -4,7 +4,6 @@
 // the commit that made its garbage (its CN is at or below the horizon); pages whose garbage an
 // older snapshot still needs wait in the queue.
 #pragma once
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -12,8 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "engine/record/relation.h"
+#include "engine/util/mutex.h"
 
 namespace ember::db {
 
@@ -28,7 +29,7 @@ class GarbageCollector {
   // horizon reaches `cn` (0: at once, e.g. versions of a dead transaction).
   void Notify(const std::vector<std::pair<uint32_t, uint32_t>>& pages, uint64_t cn);
   // Collects everything queued that is collectable now, on the calling thread (tests, Close).
-  absl::Status RunOnce();
+  absl::Status RunOnce() ABSL_LOCKS_EXCLUDED(mu_);
   void Stop();
   // Holds off collection rounds while the returned lock is held (waiting for one in flight):
   // CollectGarbage and Validate then see no half-done round (lines unlinked, not yet freed).
@@ -37,21 +38,24 @@ class GarbageCollector {
   size_t queued() const;
   // Lines of `table` that were unlinked but could not be freed (FreeUnlinked failed): the next
   // round frees them. Takes them from `*unlinked`.
-  void KeepUnfreed(uint32_t table, std::vector<record::Unlinked>* unlinked);
+  void KeepUnfreed(uint32_t table, std::vector<record::Unlinked>* unlinked)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Loop();
 
   DatabaseImpl* db_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable util::Mutex mu_;
+  util::CondVar cv_;
   // (table, seq) -> CN at which its garbage becomes collectable (the highest notified).
-  std::map<std::pair<uint32_t, uint32_t>, uint64_t> queue_;  // guarded by mu_
-  size_t in_round_ = 0;  // guarded by mu_: pages taken from queue_ by the running round
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> queue_ ABSL_GUARDED_BY(mu_);
+  size_t in_round_ ABSL_GUARDED_BY(mu_) = 0;  // pages taken from queue_ by the running round
   // Lines per table a failed FreeUnlinked left (see KeepUnfreed).
-  std::map<uint32_t, std::vector<record::Unlinked>> unfreed_;  // guarded by mu_
-  bool stop_ = false;                                          // guarded by mu_
-  std::mutex run_mu_;  // one collection round at a time
+  std::map<uint32_t, std::vector<record::Unlinked>> unfreed_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // One collection round at a time. A std::mutex: it guards no fields, and Pause hands its lock
+  // out (held or not, the caller's choice) as a std::unique_lock.
+  std::mutex run_mu_;
   std::thread thread_;
 };
 

@@ -3,14 +3,13 @@
 #pragma once
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -18,6 +17,7 @@
 #include "engine/index/btree.h"
 #include "engine/page/page.h"
 #include "engine/record/relation.h"
+#include "engine/util/mutex.h"
 
 namespace ember {
 namespace internal {
@@ -38,8 +38,8 @@ struct TableState {
   // write with its keys, an undo, a collection of its records) and exclusively by a build of
   // one of its indexes: no change misses an index being built, and readers never wait for it.
   // Taken after DatabaseImpl::catalog_mu_ (shared) where both are held.
-  mutable std::shared_mutex rows_mu;
-  std::vector<IndexState*> indexes;  // guarded by rows_mu (changed only under ddl_mu_ too)
+  mutable util::SharedMutex rows_mu;
+  std::vector<IndexState*> indexes ABSL_GUARDED_BY(rows_mu);  // changed only under ddl_mu_ too
   Table handle() { return Table(this); }
   static TableState* From(const Table& t) { return t.state_; }
   // Whether a row can name a stored BLOB: a BLOB column, or a string/bytes value stored out of
@@ -84,7 +84,8 @@ struct IndexState {
   // `trees` until Close (a reader that started before a deactivation may still hold one; its
   // pages are freed once no snapshot that could read it is left, see DatabaseImpl::ReapDropped).
   index::BTree* btree() const { return tree_.load(std::memory_order_acquire); }
-  void SetTree(std::unique_ptr<index::BTree> t) {  // REQUIRES: DatabaseImpl::ddl_mu_ held
+  // REQUIRES: DatabaseImpl::ddl_mu_ held (an annotation here cannot name the database's member).
+  void SetTree(std::unique_ptr<index::BTree> t) {
     tree_.store(t.get(), std::memory_order_release);
     if (t) trees.push_back(std::move(t));
   }
@@ -96,8 +97,8 @@ struct IndexState {
   std::atomic<bool> active{true};
   // The DDL transaction dropping the index (0: none); set as TableState::drop_txn is.
   std::atomic<uint64_t> drop_txn{0};
-  std::mutex stats_mu;
-  IndexStats stats;  // guarded by stats_mu: its last build's
+  util::Mutex stats_mu;
+  IndexStats stats ABSL_GUARDED_BY(stats_mu);  // its last build's
   Index handle() { return Index(this); }
   static IndexState* From(const Index& ix) { return ix.state_; }
 };

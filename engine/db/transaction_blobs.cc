@@ -137,7 +137,7 @@ absl::StatusOr<bool> TransactionImpl::StoredEquals(uint64_t id, std::string_view
   if (!len.ok()) return len.status();
   if (*len != bytes.size()) return false;
   // In pieces, so a value that differs early costs one piece, and memory stays small.
-  constexpr size_t kPiece = 64 * 1024;
+  constexpr size_t kPiece = size_t{64} << 10;
   std::string piece(std::min(kPiece, bytes.size()), '\0');
   for (size_t off = 0; off < bytes.size(); off += kPiece) {
     const size_t n = std::min(kPiece, bytes.size() - off);

@@ -2,7 +2,7 @@
 #include "engine/db/transaction_impl.h"
 
 #include <algorithm>
-#include <cstring>
+#include <bit>
 
 #include "absl/strings/str_cat.h"
 #include "engine/db/cursors.h"
@@ -26,7 +26,7 @@ TableState* StateOf(const Table& t) { return TableState::From(t); }
 bool SameKeyValue(const Value& a, const Value& b) {
   const double* x = std::get_if<double>(&a);
   const double* y = std::get_if<double>(&b);
-  if (x && y) return std::memcmp(x, y, sizeof(double)) == 0;
+  if (x && y) return std::bit_cast<uint64_t>(*x) == std::bit_cast<uint64_t>(*y);
   return a == b;
 }
 IndexState* StateOf(const Index& ix) { return IndexState::From(ix); }
@@ -350,14 +350,14 @@ absl::Status TransactionImpl::BulkInsert(const Table& table, std::span<const Row
     (void)Doom(cause);
     return cause;
   };
-  std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
+  util::ReaderLock g(db_->catalog_mu_);
   if (absl::Status s = CheckTable(table); !s.ok()) return s;
   TableState* t = StateOf(table);
   {
-    std::shared_lock<std::shared_mutex> rl(t->rows_mu);
+    util::ReaderLock rl(t->rows_mu);
     if (!t->indexes.empty()) {
-      rl.unlock();
-      g.unlock();
+      rl.Unlock();
+      g.Unlock();
       for (const Row& row : rows) {
         if (absl::StatusOr<RecordId> r = Insert(table, row); !r.ok()) return fail(r.status());
       }
@@ -373,7 +373,7 @@ absl::Status TransactionImpl::BulkInsert(const Table& table, std::span<const Row
     raws[i] = std::move(p->raw);
     links[i] = std::move(p->links);
   }
-  std::shared_lock<std::shared_mutex> rl(t->rows_mu);
+  util::ReaderLock rl(t->rows_mu);
   if (!t->indexes.empty()) {
     return fail(absl::FailedPreconditionError("an index was created during a bulk load"));
   }
@@ -391,11 +391,11 @@ absl::Status TransactionImpl::BulkInsert(const Table& table, std::span<const Row
 
 absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& row) {
   Statement stmt(this);
-  std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
+  util::ReaderLock g(db_->catalog_mu_);
   absl::StatusOr<PreparedRow> p = PrepareWrite(table, row, 0);
   if (!p.ok()) return p.status();
   TableState* t = p->table;
-  std::shared_lock<std::shared_mutex> rows(t->rows_mu);
+  util::ReaderLock rows(t->rows_mu);
   absl::StatusOr<uint64_t> rec = t->relation->Insert(id_, p->raw, p->links);
   if (!rec.ok()) return rec.status();
   wrote_ = true;
@@ -424,11 +424,11 @@ absl::StatusOr<RecordId> TransactionImpl::Insert(const Table& table, const Row& 
 
 absl::Status TransactionImpl::Update(const Table& table, RecordId id, const Row& row) {
   Statement stmt(this);
-  std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
+  util::ReaderLock g(db_->catalog_mu_);
   absl::StatusOr<PreparedRow> p = PrepareWrite(table, row, id.value);
   if (!p.ok()) return p.status();
   TableState* t = p->table;
-  std::shared_lock<std::shared_mutex> rows(t->rows_mu);
+  util::ReaderLock rows(t->rows_mu);
   std::unique_lock<std::mutex> lock;
   absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, &p->raw, p->links, &lock);
   if (!w.ok()) return w.status();
@@ -467,9 +467,9 @@ absl::Status TransactionImpl::Delete(const Table& table, RecordId id) {
   if (absl::Status s = CheckTable(table); !s.ok()) return s;
   if (opts_.read_only) return absl::FailedPreconditionError("read-only transaction");
   TableState* t = StateOf(table);
-  std::shared_lock<std::shared_mutex> g(db_->catalog_mu_);
+  util::ReaderLock g(db_->catalog_mu_);
   if (absl::Status s = NoteWriter(t); !s.ok()) return s;
-  std::shared_lock<std::shared_mutex> rows(t->rows_mu);
+  util::ReaderLock rows(t->rows_mu);
   std::unique_lock<std::mutex> lock;
   absl::StatusOr<record::WriteOutcome> w = WriteVersion(t, id.value, nullptr, {}, &lock);
   if (!w.ok()) return w.status();

@@ -5,6 +5,7 @@
 #include <optional>
 #include <span>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 
 #include "ember/transaction.h"
@@ -80,7 +81,7 @@ class TransactionImpl : public Transaction {
   // known: a damaged pointer-page chain is its DataLoss (Relation::damage).
   absl::Status CheckTable(const Table& t) const;
   // What Insert and Update share: the checks, the row validated, its temporary BLOBs stored
-  // and its encoding. REQUIRES: catalog_mu_ held shared (the index list must not change).
+  // and its encoding. catalog_mu_ is held shared: the index list must not change.
   struct PreparedRow {
     internal::TableState* table = nullptr;
     const Row* given = nullptr;  // the caller's row, when it names no BLOB (nothing to change)
@@ -90,7 +91,8 @@ class TransactionImpl : public Transaction {
     std::string raw;
   };
   // `rec`: the record an update replaces (0 for an insert).
-  absl::StatusOr<PreparedRow> PrepareWrite(const Table& table, const Row& row, uint64_t rec);
+  absl::StatusOr<PreparedRow> PrepareWrite(const Table& table, const Row& row, uint64_t rec)
+      ABSL_SHARED_LOCKS_REQUIRED(db_->catalog_mu_);
   // Writes `raw` (nullptr: delete) over record `rec`, waiting for / failing on conflicts. On
   // success `*lock` holds the record's lock (garbage collection must not run between the write
   // and the index entries for it).
@@ -104,7 +106,8 @@ class TransactionImpl : public Transaction {
   absl::StatusOr<std::vector<internal::IndexState*>> AddKeys(internal::TableState* t,
                                                              uint64_t rec, const Row& row,
                                                              const std::string* old_raw,
-                                                             bool* changed);
+                                                             bool* changed)
+      ABSL_SHARED_LOCKS_REQUIRED(t->rows_mu);
   // Checks the unique indexes for `row`'s keys (may wait for other transactions).
   absl::Status CheckUniques(const std::vector<internal::IndexState*>& ixs, uint64_t rec,
                             const Row& row);
@@ -114,10 +117,11 @@ class TransactionImpl : public Transaction {
                                   const record::WriteOutcome* w);
   // Undoes the change a failed call made to `rec` right away (it needs no log).
   absl::Status UndoCall(internal::TableState* t, uint64_t rec, const record::WriteOutcome* w,
-                        bool noted);
+                        bool noted) ABSL_SHARED_LOCKS_REQUIRED(t->rows_mu);
   // Applies one undo action to a record and drops the index entries it leaves unused.
   absl::Status ApplyUndo(internal::TableState* t, uint64_t rec, txn::UndoKind kind,
-                         const std::string& before, std::vector<record::Unlinked>* unlinked);
+                         const std::string& before, std::vector<record::Unlinked>* unlinked)
+      ABSL_SHARED_LOCKS_REQUIRED(t->rows_mu);
   // Rolls back the top savepoint of the undo log (popping it).
   absl::Status RollbackTop();
   // Lines our changes made unreachable (fragments of our versions overwritten in place, back
@@ -136,10 +140,10 @@ class TransactionImpl : public Transaction {
   // Marks the transaction doomed after a failure it cannot undo.
   absl::Status Doom(const absl::Status& cause);
   void NotePage(internal::TableState* t, uint64_t rec, bool insert);
-  // Before a change of table `t`'s rows (REQUIRES catalog_mu_ held shared): NotFound once a
-  // drop of it began; else counts this transaction among the table's writers (a drop waits
-  // for none) until ReleaseTables, at its end.
-  absl::Status NoteWriter(internal::TableState* t);
+  // Before a change of table `t`'s rows: NotFound once a drop of it began; else counts this
+  // transaction among the table's writers (a drop waits for none) until ReleaseTables, at its
+  // end.
+  absl::Status NoteWriter(internal::TableState* t) ABSL_SHARED_LOCKS_REQUIRED(db_->catalog_mu_);
   void ReleaseTables();
   // Gives the pages where this transaction left garbage to the background collector (if there
   // is one), collectable once the horizon reaches `cn`: those it updated or deleted on, and with

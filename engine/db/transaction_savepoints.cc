@@ -99,41 +99,36 @@ void TransactionImpl::NoteDroppedBlobs(TableState* t, uint64_t rec, const std::s
 absl::Status TransactionImpl::RollbackTop() {
   absl::StatusOr<txn::UndoActions> acts = undo_->PopForRollback();
   if (!acts.ok()) return acts.status();
-  std::shared_lock<std::shared_mutex> cat(db_->catalog_mu_);
-  std::shared_lock<std::shared_mutex> rows;  // of `cur`
+  util::ReaderLock cat(db_->catalog_mu_);
   std::vector<record::Unlinked> unlinked;
-  TableState* cur = nullptr;
   // The actions come in two sweeps in record order (removals, then restores), so the data pages
   // they touch ascend within a sweep: read them ahead as a scan does, a run per read. Without
   // it, undoing a mass update reads its pages one miss at a time.
   uint32_t ahead_until = 0, last_seq = 0;
-  for (const txn::UndoAction& a : *acts) {
-    const uint32_t seq = page::RecordDpSequence(a.key.rec);
-    if (cur == nullptr || cur->id != a.key.table) {
-      if (cur) {
-        if (absl::Status s = DeferFrees(cur, &unlinked); !s.ok()) return s;
+  // By runs of actions on one table, under that table's rows lock: one table's rows lock at a
+  // time (no order between tables to keep).
+  for (size_t i = 0; i < acts->size();) {
+    const uint32_t table = (*acts)[i].key.table;
+    TableState* cur = db_->TableByIdLocked(table);
+    if (cur == nullptr) return absl::InternalError(absl::StrCat("undo: no table with id ", table));
+    util::ReaderLock rows(cur->rows_mu);
+    ahead_until = 0;
+    for (; i < acts->size() && (*acts)[i].key.table == table; ++i) {
+      const txn::UndoAction& a = (*acts)[i];
+      const uint32_t seq = page::RecordDpSequence(a.key.rec);
+      if (seq < last_seq) ahead_until = 0;  // the next sweep
+      last_seq = seq;
+      if (seq >= ahead_until) {
+        cur->relation->PrefetchPages(seq, internal::kReadAhead);
+        ahead_until = seq + internal::kReadAhead;
       }
-      cur = db_->TableByIdLocked(a.key.table);
-      if (cur == nullptr) {
-        return absl::InternalError(absl::StrCat("undo: no table with id ", a.key.table));
+      std::lock_guard<std::mutex> g(db_->RecordMutex(a.key.table, a.key.rec));
+      if (absl::Status s = ApplyUndo(cur, a.key.rec, a.kind, a.before, &unlinked); !s.ok()) {
+        return s;
       }
-      // One table's rows lock at a time (no order between tables to keep).
-      if (rows.owns_lock()) rows.unlock();
-      rows = std::shared_lock<std::shared_mutex>(cur->rows_mu);
-      ahead_until = 0;
     }
-    if (seq < last_seq) ahead_until = 0;  // the next sweep
-    last_seq = seq;
-    if (seq >= ahead_until) {
-      cur->relation->PrefetchPages(seq, internal::kReadAhead);
-      ahead_until = seq + internal::kReadAhead;
-    }
-    std::lock_guard<std::mutex> g(db_->RecordMutex(a.key.table, a.key.rec));
-    if (absl::Status s = ApplyUndo(cur, a.key.rec, a.kind, a.before, &unlinked); !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = DeferFrees(cur, &unlinked); !s.ok()) return s;
   }
-  if (cur) return DeferFrees(cur, &unlinked);
   return absl::OkStatus();
 }
 

@@ -13,7 +13,7 @@
 // recorded so that the writer that made it posts the missing separator (RepairLinks).
 //
 // Concurrency protocol (one BTree object per tree in a process; page latches are the buffer
-// cache's shared/exclusive frame latches, `tree_mu` is a std::shared_mutex in Impl):
+// cache's shared/exclusive frame latches, `tree_mu` is a util::SharedMutex in Impl):
 // - Readers (Seek, Cursor::Next) take no tree lock. They latch-couple down with shared latches
 //   (a parent is released only once its child is latched) and couple rightwards along
 //   right_sibling (a node held while its right neighbour is latched) when the key is past a
@@ -201,12 +201,12 @@ SplitPlan PlanSplit(BtreeNode& node, size_t k) {
   auto& e = node.entries;
   if (node.leaf()) {
     p.separator = ShortestSeparator(e[k - 1].key, e[k].key);
-    p.right.entries.assign(std::make_move_iterator(e.begin() + k),
+    p.right.entries.assign(std::make_move_iterator(e.begin() + static_cast<ptrdiff_t>(k)),
                            std::make_move_iterator(e.end()));
   } else {
     p.separator = std::move(e[k].key);
     p.right.low_page = static_cast<PageNo>(e[k].value);
-    p.right.entries.assign(std::make_move_iterator(e.begin() + k + 1),
+    p.right.entries.assign(std::make_move_iterator(e.begin() + static_cast<ptrdiff_t>(k) + 1),
                            std::make_move_iterator(e.end()));
   }
   e.resize(k);
@@ -469,7 +469,7 @@ absl::Status BTree::Insert(std::string_view key, uint64_t value, uint64_t txn, s
   bool fit = false;
   {
     // The common case: the entry fits its leaf and goes in place, under tree_mu shared.
-    std::shared_lock<std::shared_mutex> tree(impl_->tree_mu);
+    util::ReaderLock tree(impl_->tree_mu);
     PageRef leaf;
     BtreeHeader h;
     page::BtreeSlot slot;
@@ -487,7 +487,7 @@ absl::Status BTree::Insert(std::string_view key, uint64_t value, uint64_t txn, s
     }
   }
   if (result.ok() && !fit) {
-    std::unique_lock<std::shared_mutex> tree(impl_->tree_mu);
+    util::WriterLock tree(impl_->tree_mu);
     result = impl_->InsertSplitting(key, value, txn, &moved);
   }
   if (!moved.empty()) impl_->RepairLinks(std::move(moved));
@@ -505,7 +505,7 @@ absl::Status BTree::Remove(std::string_view key, uint64_t txn) {
   std::vector<MissingLink> moved;
   absl::Status result;
   {
-    std::shared_lock<std::shared_mutex> tree(impl_->tree_mu);
+    util::ReaderLock tree(impl_->tree_mu);
     PageRef leaf;
     BtreeHeader h;
     page::BtreeSlot slot;
@@ -720,7 +720,7 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
         if (!child.ok() || *child == page::kNoPage) return child.status();
         link_child = *child;
       }
-      node.entries.insert(node.entries.begin() + pos, BtreeEntry{std::string(key), value});
+      node.entries.insert(node.entries.begin() + static_cast<ptrdiff_t>(pos), BtreeEntry{std::string(key), value});
       // The entry goes in place with BtreeInsertRoom free; else the node re-encoded may fit.
       BtreeHeader h;
       target_splits =
@@ -796,7 +796,7 @@ absl::Status BTree::Impl::Splitter::PostUp(std::string entry_key, uint64_t entry
       absl::StatusOr<size_t> at = DecodeAt(ref, t_->page_size, entry_key, &node);
       if (!at.ok()) return at.status();
       pos = *at;
-      node.entries.insert(node.entries.begin() + pos, BtreeEntry{entry_key, entry_value});
+      node.entries.insert(node.entries.begin() + static_cast<ptrdiff_t>(pos), BtreeEntry{entry_key, entry_value});
       node_ready = true;
     }
     if (page::EncodeBtreePage(node, ref.data(), t_->page_size)) {
@@ -969,7 +969,7 @@ absl::Status BTree::Impl::InsertSplitting(std::string_view key, uint64_t value, 
 }
 
 void BTree::Impl::RepairLinks(std::vector<MissingLink> links) {
-  std::unique_lock<std::shared_mutex> tree(tree_mu);
+  util::WriterLock tree(tree_mu);
   // A repair's own descent may find further missing links (a crash can leave several); a few
   // rounds settle them, and whatever is left is found again by a later writer.
   for (int round = 0; round < 4 && !links.empty(); ++round) {

@@ -196,7 +196,7 @@ class BTree::Impl::Checker {
 absl::Status BTree::Check(std::vector<std::string>* errors,
                           const std::function<void(std::string_view key, uint64_t value)>& visit,
                           std::vector<PageNo>* pages) const {
-  std::unique_lock<std::shared_mutex> tree(impl_->tree_mu);
+  util::WriterLock tree(impl_->tree_mu);
   Impl::Checker c(*impl_, errors, visit, pages);
   return c.Run();
 }

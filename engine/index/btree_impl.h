@@ -4,18 +4,19 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
 #include "engine/index/btree.h"
 #include "engine/page/btree_page.h"
+#include "engine/util/mutex.h"
 
 namespace ember::index {
 
@@ -88,22 +89,23 @@ struct BTree::Impl {
   // in descending order, re-seeking from the root for earlier leaves.
   absl::Status FillDescending(Bound b, CursorEntries* out) const;
 
-  // Under tree_mu shared (btree.cc): the leaf for `key` latched exclusively, its header, and
-  // where `key` falls on it.
+  // The leaf for `key` latched exclusively (btree.cc), its header, and where `key` falls on it.
   absl::Status FindInLeaf(std::string_view key, std::vector<MissingLink>* moved,
-                          cache::PageRef* leaf, page::BtreeHeader* h, page::BtreeSlot* slot) const;
+                          cache::PageRef* leaf, page::BtreeHeader* h, page::BtreeSlot* slot) const
+      ABSL_SHARED_LOCKS_REQUIRED(tree_mu);
   // FindInLeaf's shortcut for ascending inserts: when `key` lies above the first key of the
   // rightmost leaf (rightmost_hint), that leaf is the one for it, whatever the levels above say.
   // False (nothing latched) when the hint is unset or does not apply.
   bool FindInRightmost(std::string_view key, cache::PageRef* leaf, page::BtreeHeader* h,
                        page::BtreeSlot* slot) const;
-  // Insert under tree_mu exclusive, splitting as needed (btree.cc). Right-sibling links the
-  // descent had to follow are appended to `moved`.
+  // Insert, splitting as needed (btree.cc). Right-sibling links the descent had to follow are
+  // appended to `moved`.
   absl::Status InsertSplitting(std::string_view key, uint64_t value, uint64_t txn,
-                               std::vector<MissingLink>* moved);
-  // Posts the separators of `links` into their parents, under tree_mu exclusive (btree.cc).
+                               std::vector<MissingLink>* moved)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tree_mu);
+  // Posts the separators of `links` into their parents, taking tree_mu exclusively (btree.cc).
   // Best effort: the tree is correct without them, so failures are dropped.
-  void RepairLinks(std::vector<MissingLink> links);
+  void RepairLinks(std::vector<MissingLink> links) ABSL_LOCKS_EXCLUDED(tree_mu);
 
   class Splitter;  // btree.cc: one insert (of a leaf entry or a separator) that may split
   class Checker;   // btree_check.cc: one Check walk
@@ -115,7 +117,7 @@ struct BTree::Impl {
   const uint32_t max_key;
   // Shared: operations that change one leaf's entries (no structural change). Exclusive:
   // splits, repairs and Check. Readers never take it.
-  mutable std::shared_mutex tree_mu;
+  mutable util::SharedMutex tree_mu;
   // The rightmost leaf as the last descent for an insert found it, while inserts keep landing
   // there (PostgreSQL's "fastpath" insert does the same): an ascending load then skips the
   // descent. A hint only: FindInRightmost checks the page before trusting it, against the ids

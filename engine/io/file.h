@@ -1,6 +1,7 @@
 // The file abstraction every database page goes through: positional reads and writes, fsync,
 // preallocation, and a batched write of many pages at once (io_uring where the kernel allows it).
-// `File` is an interface so tests can put a fault-injecting file (fault_file.h) under the engine.
+// `File` is an interface so tests can put a fault-injecting file under the engine
+// (tests/support/fault_file.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -7,12 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <mutex>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "engine/io/file.h"
+#include "engine/util/mutex.h"
 
 namespace ember::io {
 namespace {
@@ -20,8 +21,8 @@ namespace {
 // The files this process holds, by device and inode. Never destroyed: a Database closed from a
 // static destructor must still find it.
 struct Registry {
-  std::mutex mu;
-  absl::flat_hash_set<std::pair<dev_t, ino_t>> held;  // guarded by mu
+  util::Mutex mu;
+  absl::flat_hash_set<std::pair<dev_t, ino_t>> held ABSL_GUARDED_BY(mu);
 };
 
 Registry& Held() {
@@ -67,7 +68,7 @@ absl::StatusOr<std::unique_ptr<OwnerLock>> OwnerLock::Lock(int fd, const std::st
   const std::pair<dev_t, ino_t> key{st.st_dev, st.st_ino};
   {
     Registry& r = Held();
-    std::lock_guard<std::mutex> g(r.mu);
+    util::MutexLock g(r.mu);
     if (!r.held.insert(key).second) {
       ::close(fd);
       return absl::UnavailableError(absl::StrCat(
@@ -82,7 +83,7 @@ absl::StatusOr<std::unique_ptr<OwnerLock>> OwnerLock::Lock(int fd, const std::st
     ::close(fd);
     {
       Registry& r = Held();
-      std::lock_guard<std::mutex> g(r.mu);
+      util::MutexLock g(r.mu);
       r.held.erase(key);
     }
     if (err == EWOULDBLOCK) {
@@ -97,7 +98,7 @@ absl::StatusOr<std::unique_ptr<OwnerLock>> OwnerLock::Lock(int fd, const std::st
 OwnerLock::~OwnerLock() {
   ::close(fd_);  // drops the flock: this is the description's only descriptor in this process
   Registry& r = Held();
-  std::lock_guard<std::mutex> g(r.mu);
+  util::MutexLock g(r.mu);
   r.held.erase({dev_, ino_});
 }
 

@@ -10,12 +10,13 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "engine/io/file.h"
 #include "engine/io/uring_writer.h"
+#include "engine/util/mutex.h"
 
 namespace ember::io {
 namespace {
@@ -57,16 +58,16 @@ class PosixFile : public File {
   const FileOptions opts_;
   std::atomic<WriteHook*> hook_{nullptr};
   std::atomic<uint64_t> pwrite_requests_{0};
-  mutable std::mutex ring_mu_;
-  bool ring_tried_ = false;             // guarded by ring_mu_
-  std::unique_ptr<UringWriter> ring_;  // guarded by ring_mu_; the writer locks itself
+  mutable util::Mutex ring_mu_;
+  bool ring_tried_ ABSL_GUARDED_BY(ring_mu_) = false;
+  std::unique_ptr<UringWriter> ring_ ABSL_GUARDED_BY(ring_mu_);  // the writer locks itself
 };
 
 absl::Status PosixFile::Read(uint64_t offset, void* buf, size_t len) {
   auto* p = static_cast<char*>(buf);
   size_t done = 0;
   while (done < len) {
-    const ssize_t n = ::pread(fd_, p + done, std::min(len - done, kMaxIo), offset + done);
+    const ssize_t n = ::pread(fd_, p + done, std::min(len - done, kMaxIo), static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, "pread", path_, offset + done);
@@ -123,7 +124,7 @@ absl::Status PosixFile::WriteAll(uint64_t offset, const void* data, size_t len, 
   size_t done = 0;
   while (done < len) {
     const size_t want = std::min(done == 0 ? first_len : len - done, kMaxIo);
-    const ssize_t n = ::pwrite(fd_, p + done, want, offset + done);
+    const ssize_t n = ::pwrite(fd_, p + done, want, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, "pwrite", path_, offset + done);
@@ -137,7 +138,7 @@ absl::Status PosixFile::WriteAll(uint64_t offset, const void* data, size_t len, 
 
 UringWriter* PosixFile::Ring() {
   if (!opts_.use_io_uring) return nullptr;
-  std::lock_guard<std::mutex> lock(ring_mu_);
+  util::MutexLock lock(ring_mu_);
   if (!ring_tried_) {
     ring_tried_ = true;
     ring_ = UringWriter::Create(opts_.io_uring_depth);
@@ -164,7 +165,7 @@ absl::Status PosixFile::WriteBatch(std::span<const WriteRequest> reqs) {
 WritePathCounts PosixFile::write_path_counts() const {
   WritePathCounts c;
   c.pwrite = pwrite_requests_.load(std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(ring_mu_);
+  util::MutexLock lock(ring_mu_);
   if (ring_ != nullptr) c.io_uring = ring_->requests_written();
   return c;
 }

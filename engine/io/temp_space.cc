@@ -159,7 +159,7 @@ void TempSpace::EraseFreeLocked(std::map<uint64_t, uint64_t>::iterator it) {
 
 absl::StatusOr<uint64_t> TempSpace::Allocate(uint64_t size) {
   if (size == 0) return absl::InvalidArgumentError("TempSpace::Allocate of 0 bytes");
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   uint64_t off;
   auto best = free_by_size_.lower_bound(size);
   if (best != free_by_size_.end()) {
@@ -185,7 +185,7 @@ absl::StatusOr<uint64_t> TempSpace::Allocate(uint64_t size) {
 bool TempSpace::TryExtend(uint64_t offset, uint64_t old_size, uint64_t new_size) {
   if (new_size <= old_size) return true;
   const uint64_t extra = new_size - old_size;
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   const uint64_t tail = offset + old_size;
   if (tail == end_) {
     while (blocks_.size() * opts_.block_size < end_ + extra) {
@@ -209,7 +209,7 @@ bool TempSpace::TryExtend(uint64_t offset, uint64_t old_size, uint64_t new_size)
 
 void TempSpace::Release(uint64_t offset, uint64_t size) {
   if (size == 0) return;
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   stats_.bytes_allocated -= std::min(size, stats_.bytes_allocated);
   InsertFreeLocked(offset, size);
 }
@@ -226,7 +226,7 @@ absl::Status TempSpace::ForRange(uint64_t offset, size_t len, Fn fn) const {
     int fd = -1;
     uint64_t foff = 0;
     {
-      std::lock_guard<std::mutex> g(mu_);
+      util::MutexLock g(mu_);
       if (bi >= blocks_.size()) {
         return absl::OutOfRangeError(absl::StrCat("temp space: offset ", pos, " past the end"));
       }
@@ -279,7 +279,7 @@ absl::Status TempSpace::Read(uint64_t offset, void* buf, size_t len) const {
 }
 
 TempSpaceStats TempSpace::stats() const {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   return stats_;
 }
 

@@ -14,12 +14,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/util/mutex.h"
 
 namespace ember::io {
 
@@ -69,25 +70,26 @@ class TempSpace {
     int fd = -1;                      // the spill file holding it
     uint64_t file_offset = 0;
   };
-  absl::Status AddBlockLocked();  // REQUIRES mu_
-  absl::Status OpenSpillFileLocked();
-  void InsertFreeLocked(uint64_t off, uint64_t size);
-  void EraseFreeLocked(std::map<uint64_t, uint64_t>::iterator it);
+  absl::Status AddBlockLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status OpenSpillFileLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InsertFreeLocked(uint64_t off, uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseFreeLocked(std::map<uint64_t, uint64_t>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   template <typename Fn>
   absl::Status ForRange(uint64_t offset, size_t len, Fn fn) const;
 
   TempSpaceOptions opts_;
   std::vector<std::string> dirs_;
-  mutable std::mutex mu_;
-  std::vector<Block> blocks_;                         // guarded by mu_
-  uint64_t end_ = 0;                                  // guarded by mu_: logical size in use
-  std::map<uint64_t, uint64_t> free_by_off_;          // guarded by mu_: offset -> size
-  std::multimap<uint64_t, uint64_t> free_by_size_;    // guarded by mu_: size -> offset
-  int spill_fd_ = -1;                                 // guarded by mu_
-  size_t spill_dir_ = 0;                              // guarded by mu_
-  uint64_t spill_size_ = 0;                           // guarded by mu_
-  std::vector<int> fds_;                              // guarded by mu_: every spill file
-  TempSpaceStats stats_;                              // guarded by mu_
+  mutable util::Mutex mu_;
+  std::vector<Block> blocks_ ABSL_GUARDED_BY(mu_);
+  uint64_t end_ ABSL_GUARDED_BY(mu_) = 0;                        // logical size in use
+  std::map<uint64_t, uint64_t> free_by_off_ ABSL_GUARDED_BY(mu_);  // offset -> size
+  std::multimap<uint64_t, uint64_t> free_by_size_ ABSL_GUARDED_BY(mu_);  // size -> offset
+  int spill_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  size_t spill_dir_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t spill_size_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int> fds_ ABSL_GUARDED_BY(mu_);  // every spill file
+  TempSpaceStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ember::io

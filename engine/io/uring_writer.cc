@@ -124,7 +124,7 @@ std::optional<absl::Status> UringWriter::WriteBatch(int fd, const std::string& p
   // Indices into `runs` still to be (re)submitted; short writes are pushed back here.
   std::vector<size_t> todo(runs.size());
   for (size_t i = 0; i < todo.size(); ++i) todo[i] = runs.size() - 1 - i;  // pop_back = in order
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   if (broken_) {
     tell_hook_written();
     return std::nullopt;

@@ -7,13 +7,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "engine/io/file.h"
+#include "engine/util/mutex.h"
 
 namespace ember::io {
 
@@ -40,9 +41,9 @@ class UringWriter {
   explicit UringWriter(unsigned depth) : depth_(depth) {}
 
   const unsigned depth_;
-  std::mutex mu_;
-  io_uring ring_{};      // guarded by mu_
-  bool broken_ = false;  // guarded by mu_
+  util::Mutex mu_;
+  io_uring ring_ ABSL_GUARDED_BY(mu_){};
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> requests_written_{0};
 };
 

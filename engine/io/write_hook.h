@@ -1,8 +1,8 @@
 // Fault injection below the choice of write path. PosixFile asks a WriteHook about every write
 // request before the request reaches the kernel, whether it goes through the pwrite loop or an
 // io_uring writev, so a test's injected failures, short writes and recorded pre-images (the
-// power-loss models of fault_file.h and tests/crash/reorder_file.h) apply to the path users run
-// (io_uring by default) as much as to the fallback. Production files have no hook.
+// power-loss models of tests/support/fault_file.h and reorder_file.h) apply to the path users
+// run (io_uring by default) as much as to the fallback. Production files have no hook.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -622,6 +622,7 @@ void BtreeApplyTailSplit(uint8_t* page, uint32_t page_size, BtreeHeader* h,
   uint8_t* const old_restarts = page + h->restarts_at(page_size);
   uint8_t* const new_restarts = page + page_size - bt::kFenceOverhead - fence - restart_bytes;
   std::memmove(new_restarts, old_restarts, restart_bytes);
+  // NOLINTNEXTLINE(bugprone-not-null-terminated-result): key bytes, not a C string
   std::memcpy(page + page_size - bt::kFenceOverhead - fence, plan.separator.data(), fence);
   util::Put16(page + page_size - bt::kFenceOverhead, static_cast<uint16_t>(fence));
   std::memset(page + plan.cut, 0, static_cast<size_t>(new_restarts - (page + plan.cut)));
@@ -678,6 +679,7 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
   size_t tail = page_size;  // start of the fence trailer
   if (node.fence) {
     tail -= bt::kFenceOverhead + node.fence->size();
+    // NOLINTNEXTLINE(bugprone-not-null-terminated-result): key bytes, not a C string
     std::memcpy(page + tail, node.fence->data(), node.fence->size());
     util::Put16(page + page_size - bt::kFenceOverhead, static_cast<uint16_t>(node.fence->size()));
   }

@@ -76,7 +76,7 @@ absl::Status Relation::Load() {
                        " is not full but has a successor")));
     }
   }
-  std::unique_lock<std::shared_mutex> g(mu_);
+  util::WriterLock g(mu_);
   pps_ = std::move(pps);
   pages_ = std::move(pages);
   fast_count_.store(0, std::memory_order_release);
@@ -146,10 +146,10 @@ uint32_t Relation::ExtentPages(size_t pages) const {
 
 absl::StatusOr<uint32_t> Relation::AddDataPage(uint64_t txn, bool secondary) {
   if (!damage_.ok()) return damage_;  // the chain to link the page into is unknown
-  std::lock_guard<std::mutex> a(alloc_mu_);
+  util::MutexLock a(alloc_mu_);
   uint32_t seq;
   {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    util::ReaderLock g(mu_);
     seq = static_cast<uint32_t>(pages_.size());
   }
   const uint8_t flags = secondary ? page::kPpSecondary : 0;
@@ -190,7 +190,7 @@ absl::Status Relation::LinkDataPage(uint64_t txn, uint32_t seq, PageNo dp_no, ui
   size_t npps;
   PageNo last_pp;
   {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    util::ReaderLock g(mu_);
     npps = pps_.size();
     last_pp = pps_.back();
   }
@@ -209,7 +209,7 @@ absl::Status Relation::LinkDataPage(uint64_t txn, uint32_t seq, PageNo dp_no, ui
     page::PpSetNext(prev->data(), pp_no);
     prev->Mark(txn);
     prev->Mark(cache::kSystemMark);  // a link: the next commit flush of anyone writes it
-    std::unique_lock<std::shared_mutex> g(mu_);
+    util::WriterLock g(mu_);
     pps_.push_back(pp_no);
   }
   {
@@ -223,7 +223,7 @@ absl::Status Relation::LinkDataPage(uint64_t txn, uint32_t seq, PageNo dp_no, ui
     // after it rolled back: the slot must reach disk with the next commit, whoever makes it.
     pp->Mark(cache::kSystemMark);
   }
-  std::unique_lock<std::shared_mutex> g(mu_);
+  util::WriterLock g(mu_);
   pages_.push_back({dp_no, flags});
   SetFastPage(seq, dp_no, flags);
   return absl::OkStatus();
@@ -235,7 +235,7 @@ absl::Status Relation::SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, ui
   if (seq < PageSequences() && ((known | set) & ~clear) == known) return absl::OkStatus();
   PageNo pp_no;
   {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    util::ReaderLock g(mu_);
     const uint8_t cur = pages_[seq].flags;
     if (((cur | set) & ~clear) == cur) return absl::OkStatus();
     pp_no = pps_[seq / slots_per_pp_];
@@ -246,7 +246,7 @@ absl::Status Relation::SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, ui
   const uint8_t f = static_cast<uint8_t>((page::PpGetFlags(pp->data(), ps_, slot) | set) & ~clear);
   page::PpSetFlags(pp->data(), ps_, slot, f);
   pp->Mark(txn);
-  std::unique_lock<std::shared_mutex> g(mu_);
+  util::WriterLock g(mu_);
   pages_[seq].flags = f;
   SetFastPage(seq, pages_[seq].page, f);
   return absl::OkStatus();
@@ -622,7 +622,7 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
   }
   std::vector<PageInfo> infos;
   {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    util::ReaderLock g(mu_);
     infos = pages_;
     pages->insert(pages->end(), pps_.begin(), pps_.end());
   }

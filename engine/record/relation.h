@@ -19,13 +19,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -35,6 +34,7 @@
 #include "engine/page/pointer_page.h"
 #include "engine/record/record_format.h"
 #include "engine/txn/txn_manager.h"
+#include "engine/util/mutex.h"
 
 namespace ember::record {
 
@@ -327,8 +327,9 @@ class Relation {
   absl::StatusOr<uint32_t> AddDataPage(uint64_t txn, bool secondary);
   uint32_t ExtentPages(size_t pages) const;
   // Puts data page `dp_no` in pointer page slot `seq` (the next one), adding a pointer page
-  // when the last is full. REQUIRES alloc_mu_.
-  absl::Status LinkDataPage(uint64_t txn, uint32_t seq, page::PageNo dp_no, uint8_t flags);
+  // when the last is full.
+  absl::Status LinkDataPage(uint64_t txn, uint32_t seq, page::PageNo dp_no, uint8_t flags)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
   absl::Status SetPageFlags(uint32_t seq, uint8_t set, uint8_t clear, uint64_t txn);
   // Every change to a data page goes through one of these two before the page's bytes change:
   // a page flagged swept loses its flag, the pointer-page slot first, and the page may reach
@@ -452,17 +453,16 @@ class Relation {
   page::PageNo FastPage(uint32_t seq) const {
     return static_cast<page::PageNo>(FastEntry(seq) & 0xFFFFFFFFu);
   }
-  // REQUIRES mu_ held exclusively.
-  void SetFastPage(uint32_t seq, page::PageNo p, uint8_t flags);
+  void SetFastPage(uint32_t seq, page::PageNo p, uint8_t flags) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::atomic<const std::atomic<uint64_t>*> fast_pages_{nullptr};
   std::atomic<uint32_t> fast_count_{0};
-  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> fast_arrays_;  // guarded by mu_
-  uint32_t fast_capacity_ = 0;                                        // guarded by mu_
+  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> fast_arrays_ ABSL_GUARDED_BY(mu_);
+  uint32_t fast_capacity_ ABSL_GUARDED_BY(mu_) = 0;
 
-  mutable std::shared_mutex mu_;
-  std::vector<page::PageNo> pps_;  // guarded by mu_
-  std::vector<PageInfo> pages_;    // guarded by mu_: by data page sequence
-  uint32_t insert_seq_ = 0;        // guarded by mu_: first primary page that may have room
+  mutable util::SharedMutex mu_;
+  std::vector<page::PageNo> pps_ ABSL_GUARDED_BY(mu_);
+  std::vector<PageInfo> pages_ ABSL_GUARDED_BY(mu_);  // by data page sequence
+  uint32_t insert_seq_ ABSL_GUARDED_BY(mu_) = 0;      // first primary page that may have room
   // Inserts in flight (Insert spreads them over pages with room, one page each).
   std::atomic<uint32_t> inserters_{0};
   class InsertStripe {
@@ -476,12 +476,12 @@ class Relation {
     std::atomic<uint32_t>* n_;
     uint32_t index_;
   };
-  int32_t secondary_seq_ = -1;     // guarded by mu_: current page for back versions
-  // Guarded by mu_: every secondary page below this sequence is flagged kPpFull (where the
-  // search for a secondary page with room starts; lowered when a page's flag is cleared).
-  uint32_t sec_space_ = 0;
+  int32_t secondary_seq_ ABSL_GUARDED_BY(mu_) = -1;  // current page for back versions
+  // Every secondary page below this sequence is flagged kPpFull (where the search for a
+  // secondary page with room starts; lowered when a page's flag is cleared).
+  uint32_t sec_space_ ABSL_GUARDED_BY(mu_) = 0;
   BlobFreer blob_freer_;
-  std::mutex alloc_mu_;            // serialises page additions (taken before mu_)
+  util::Mutex alloc_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serialises page additions
 
   // Back versions that garbage collection or a backout unlinked and FreeUnlinked has not freed
   // yet, by the location they were unlinked at ((page << 16) | line), with where each is now.
@@ -494,11 +494,11 @@ class Relation {
   void NotePendingFree(page::PageNo page, uint16_t line);
   void MovePendingFree(page::PageNo from_page, uint16_t from_line, page::PageNo to_page,
                        uint16_t to_line);
-  std::mutex later_mu_;
-  std::vector<Unlinked> later_;  // guarded by later_mu_: see FreeLater
-  mutable std::mutex pending_mu_;
-  absl::flat_hash_map<uint64_t, uint64_t> pending_free_;  // guarded by pending_mu_: key -> now
-  absl::flat_hash_map<uint64_t, uint64_t> pending_at_;    // guarded by pending_mu_: now -> key
+  util::Mutex later_mu_;
+  std::vector<Unlinked> later_ ABSL_GUARDED_BY(later_mu_);  // see FreeLater
+  mutable util::Mutex pending_mu_;
+  absl::flat_hash_map<uint64_t, uint64_t> pending_free_ ABSL_GUARDED_BY(pending_mu_);  // key -> now
+  absl::flat_hash_map<uint64_t, uint64_t> pending_at_ ABSL_GUARDED_BY(pending_mu_);  // now -> key
 };
 
 }  // namespace ember::record

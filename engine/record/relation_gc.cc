@@ -311,7 +311,7 @@ absl::Status Relation::CutChain(bool whole, uint64_t mark_txn, std::vector<Unlin
 
 void Relation::NotePendingFree(PageNo page, uint16_t line) {
   const uint64_t key = uint64_t{page} << 16 | line;
-  std::lock_guard<std::mutex> g(pending_mu_);
+  util::MutexLock g(pending_mu_);
   pending_free_[key] = key;
   pending_at_[key] = key;
 }
@@ -320,7 +320,7 @@ void Relation::MovePendingFree(PageNo from_page, uint16_t from_line, PageNo to_p
                                uint16_t to_line) {
   const uint64_t from = uint64_t{from_page} << 16 | from_line;
   const uint64_t to = uint64_t{to_page} << 16 | to_line;
-  std::lock_guard<std::mutex> g(pending_mu_);
+  util::MutexLock g(pending_mu_);
   auto it = pending_at_.find(from);
   if (it == pending_at_.end()) return;
   const uint64_t key = it->second;
@@ -330,13 +330,13 @@ void Relation::MovePendingFree(PageNo from_page, uint16_t from_line, PageNo to_p
 }
 
 void Relation::FreeLater(std::vector<Unlinked>* unlinked) {
-  std::lock_guard<std::mutex> g(later_mu_);
+  util::MutexLock g(later_mu_);
   later_.insert(later_.end(), unlinked->begin(), unlinked->end());
   unlinked->clear();
 }
 
 void Relation::TakeLater(std::vector<Unlinked>* unlinked) {
-  std::lock_guard<std::mutex> g(later_mu_);
+  util::MutexLock g(later_mu_);
   unlinked->insert(unlinked->end(), later_.begin(), later_.end());
   later_.clear();
 }
@@ -387,7 +387,7 @@ absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
   // Where the unlinked back version is now (Write may have moved it): looked up, then checked
   // again under the latch of that page, which a move needs too.
   auto now = [&]() -> uint64_t {
-    std::lock_guard<std::mutex> g(pending_mu_);
+    util::MutexLock g(pending_mu_);
     auto it = pending_free_.find(key);
     return it == pending_free_.end() ? key : it->second;
   };
@@ -409,7 +409,7 @@ absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
                                                                : "a back version"));
     }
     if (!u.fragments_only) {
-      std::lock_guard<std::mutex> g(pending_mu_);
+      util::MutexLock g(pending_mu_);
       pending_free_.erase(key);
       pending_at_.erase(uint64_t{p} << 16 | line);
     }
@@ -426,11 +426,11 @@ absl::Status Relation::NoteSpaceFreed(uint64_t rec, uint64_t mark_txn) {
   if (!damage_.ok()) return damage_;
   const uint32_t seq = page::RecordDpSequence(rec);
   {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    util::ReaderLock g(mu_);
     if (seq >= pages_.size() || (pages_[seq].flags & page::kPpSecondary)) return absl::OkStatus();
   }
   if (absl::Status s = SetPageFlags(seq, 0, page::kPpFull, mark_txn); !s.ok()) return s;
-  std::unique_lock<std::shared_mutex> g(mu_);
+  util::WriterLock g(mu_);
   if (seq < insert_seq_) insert_seq_ = seq;
   return absl::OkStatus();
 }
@@ -439,7 +439,7 @@ absl::Status Relation::GetVersionStats(VersionStats* out) {
   if (!damage_.ok()) return damage_;
   std::vector<PageInfo> pages;
   {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    util::ReaderLock g(mu_);
     pages = pages_;
   }
   for (uint32_t seq = 0; seq < pages.size(); ++seq) {

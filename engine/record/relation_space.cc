@@ -29,11 +29,11 @@ constexpr uint8_t kFullSecondary = page::kPpSecondary | page::kPpFull;
 absl::StatusOr<uint32_t> Relation::SecondaryForStore(uint64_t txn) {
   if (!damage_.ok()) return damage_;
   {
-    std::shared_lock<std::shared_mutex> g(mu_);
+    util::ReaderLock g(mu_);
     if (secondary_seq_ >= 0) return static_cast<uint32_t>(secondary_seq_);
   }
   {
-    std::unique_lock<std::shared_mutex> g(mu_);
+    util::WriterLock g(mu_);
     if (secondary_seq_ >= 0) return static_cast<uint32_t>(secondary_seq_);
     uint32_t seq = sec_space_;
     while (seq < pages_.size() && (pages_[seq].flags & kFullSecondary) != page::kPpSecondary) {
@@ -47,7 +47,7 @@ absl::StatusOr<uint32_t> Relation::SecondaryForStore(uint64_t txn) {
   }
   absl::StatusOr<uint32_t> seq = AddDataPage(txn, /*secondary=*/true);
   if (!seq.ok()) return seq.status();
-  std::unique_lock<std::shared_mutex> g(mu_);
+  util::WriterLock g(mu_);
   secondary_seq_ = static_cast<int32_t>(*seq);
   return *seq;
 }
@@ -56,7 +56,7 @@ absl::Status Relation::SecondaryIsFull(uint32_t seq, size_t need, uint64_t txn) 
   // Flagged with no latch held (a pointer page is never latched under a data page here).
   if (absl::Status s = SetPageFlags(seq, page::kPpFull, 0, txn); !s.ok()) return s;
   {
-    std::unique_lock<std::shared_mutex> g(mu_);
+    util::WriterLock g(mu_);
     if (secondary_seq_ == static_cast<int32_t>(seq)) secondary_seq_ = -1;
   }
   // Collection may have freed room between our look at the page and the flag: it saw no flag
@@ -69,7 +69,7 @@ absl::Status Relation::SecondaryIsFull(uint32_t seq, size_t need, uint64_t txn) 
   r->Release();
   if (free < need) return absl::OkStatus();
   if (absl::Status s = SetPageFlags(seq, 0, page::kPpFull, txn); !s.ok()) return s;
-  std::unique_lock<std::shared_mutex> g(mu_);
+  util::WriterLock g(mu_);
   sec_space_ = std::min(sec_space_, seq);
   return absl::OkStatus();
 }
@@ -85,7 +85,7 @@ absl::Status Relation::NoteSecondaryRoom(uint32_t seq, PageNo p, uint32_t free,
     return absl::OkStatus();  // not flagged full (or not a secondary page of this relation)
   }
   if (absl::Status s = SetPageFlags(seq, 0, page::kPpFull, mark_txn); !s.ok()) return s;
-  std::unique_lock<std::shared_mutex> g(mu_);
+  util::WriterLock g(mu_);
   sec_space_ = std::min(sec_space_, seq);
   return absl::OkStatus();
 }

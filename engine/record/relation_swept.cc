@@ -40,7 +40,7 @@ absl::Status Relation::Unsweep(PageRef& P) {
   const uint32_t seq = page::DpSequence(d);
   PageNo pp_no = page::kNoPage;
   {
-    std::unique_lock<std::shared_mutex> g(mu_);
+    util::WriterLock g(mu_);
     if (seq < pages_.size() && pages_[seq].page == P.page_no()) {
       pages_[seq].sweep_pending = false;
       pp_no = pps_[seq / slots_per_pp_];
@@ -57,7 +57,7 @@ absl::Status Relation::Unsweep(PageRef& P) {
       const uint8_t nf = static_cast<uint8_t>(f & ~page::kPpSwept);
       page::PpSetFlags(pp->data(), ps_, slot, nf);
       pp->Mark(cache::kNoOwnerMark);
-      std::unique_lock<std::shared_mutex> g(mu_);
+      util::WriterLock g(mu_);
       pages_[seq].flags = nf;
       SetFastPage(seq, pages_[seq].page, nf);
     }
@@ -111,7 +111,7 @@ absl::StatusOr<bool> Relation::MarkSwept(uint32_t seq, uint64_t horizon_cn) {
     page::SetFlags(d, static_cast<uint8_t>(page::GetFlags(d) | page::kPpSwept));
     r->Mark(cache::kNoOwnerMark);
   }
-  std::unique_lock<std::shared_mutex> g(mu_);
+  util::WriterLock g(mu_);
   pages_[seq].sweep_pending = true;
   return true;
 }
@@ -125,7 +125,7 @@ absl::Status Relation::FlagSweptSlots(std::span<const uint32_t> seqs, uint32_t* 
     while (j < seqs.size() && seqs[j] / slots_per_pp_ == pp_index) ++j;
     PageNo pp_no;
     {
-      std::shared_lock<std::shared_mutex> g(mu_);
+      util::ReaderLock g(mu_);
       if (pp_index >= pps_.size()) return absl::InternalError("FlagSweptSlots: no such page");
       pp_no = pps_[pp_index];
     }
@@ -137,7 +137,7 @@ absl::Status Relation::FlagSweptSlots(std::span<const uint32_t> seqs, uint32_t* 
       PageNo dp;
       {
         // An Unsweep since MarkSwept cleared this, and waits for this latch to clear the slot.
-        std::shared_lock<std::shared_mutex> g(mu_);
+        util::ReaderLock g(mu_);
         if (seq >= pages_.size() || !pages_[seq].sweep_pending) continue;
         dp = pages_[seq].page;
       }
@@ -150,7 +150,7 @@ absl::Status Relation::FlagSweptSlots(std::span<const uint32_t> seqs, uint32_t* 
       page::PpSetFlags(pp->data(), ps_, slot, f);
       changed = true;
       if (flagged) ++*flagged;
-      std::unique_lock<std::shared_mutex> g(mu_);
+      util::WriterLock g(mu_);
       pages_[seq].flags = f;
       pages_[seq].sweep_pending = false;
       SetFastPage(seq, pages_[seq].page, f);

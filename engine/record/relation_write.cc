@@ -188,7 +188,7 @@ absl::StatusOr<uint64_t> Relation::InsertOnto(uint64_t txn, std::string_view raw
       uint32_t seq;
       bool found = false;
       {
-        std::shared_lock<std::shared_mutex> g(mu_);
+        util::ReaderLock g(mu_);
         uint32_t skip = stripe;
         uint32_t first_found = 0;
         for (seq = insert_seq_; seq < pages_.size(); ++seq) {
@@ -247,7 +247,7 @@ absl::StatusOr<uint64_t> Relation::InsertOnto(uint64_t txn, std::string_view raw
     r.Release();
     if (absl::Status s = SetPageFlags(seq, page::kPpFull, 0, txn); !s.ok()) return s;
     // insert_seq_ passes only full pages: one before `seq` may still be another inserter's.
-    std::unique_lock<std::shared_mutex> g(mu_);
+    util::WriterLock g(mu_);
     while (insert_seq_ < pages_.size() &&
            (pages_[insert_seq_].flags & (page::kPpFull | page::kPpSecondary))) {
       ++insert_seq_;

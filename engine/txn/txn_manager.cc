@@ -42,7 +42,7 @@ std::atomic<uint64_t>* TxnManager::Slot(uint64_t txn) const {
   std::atomic<uint64_t>* chunk = chunks_[c].load(std::memory_order_acquire);
   if (!chunk) {
     auto* self = const_cast<TxnManager*>(this);
-    std::lock_guard<std::mutex> g(self->chunk_mu_);
+    util::MutexLock g(self->chunk_mu_);
     chunk = chunks_[c].load(std::memory_order_acquire);
     if (!chunk) {
       chunk = new std::atomic<uint64_t>[kChunkSize];
@@ -61,7 +61,7 @@ uint64_t TxnManager::StateOf(uint64_t txn) const {
 }
 
 PageNo TxnManager::first_tip() const {
-  std::lock_guard<std::mutex> g(tip_mu_);
+  util::MutexLock g(tip_mu_);
   return tips_.empty() ? page::kNoPage : tips_[0];
 }
 
@@ -95,7 +95,7 @@ absl::Status TxnManager::EnsureTip(uint64_t txn) {
 }
 
 absl::Status TxnManager::SetTipState(uint64_t txn, TxnState st, std::vector<PageNo>* touched) {
-  std::lock_guard<std::mutex> g(tip_mu_);
+  util::MutexLock g(tip_mu_);
   if (absl::Status s = EnsureTip(txn); !s.ok()) return s;
   const PageNo no = tips_[txn / per_tip_];
   absl::StatusOr<cache::PageRef> p = cache_->Fetch(no, LatchMode::kExclusive);
@@ -109,7 +109,7 @@ absl::Status TxnManager::SetTipState(uint64_t txn, TxnState st, std::vector<Page
 }
 
 absl::StatusOr<PageNo> TxnManager::CreateInitial() {
-  std::lock_guard<std::mutex> g(tip_mu_);
+  util::MutexLock g(tip_mu_);
   base_ = 1;
   next_.store(1);
   if (absl::Status s = EnsureTip(0); !s.ok()) return s;
@@ -118,7 +118,7 @@ absl::StatusOr<PageNo> TxnManager::CreateInitial() {
 
 absl::Status TxnManager::Load(PageNo first_tip, uint64_t oit, uint64_t next) {
   {
-    std::lock_guard<std::mutex> g(tip_mu_);
+    util::MutexLock g(tip_mu_);
     tips_.clear();
     for (PageNo p = first_tip; p != page::kNoPage;) {
       absl::StatusOr<cache::PageRef> r = cache_->Fetch(p, LatchMode::kShared);
@@ -142,13 +142,16 @@ absl::Status TxnManager::Load(PageNo first_tip, uint64_t oit, uint64_t next) {
                                             "past the oldest interesting one, ", oit));
   }
   next_.store(std::max<uint64_t>(next, base_));
-  reserved_ = next_.load();
+  {
+    util::MutexLock g(id_mu_);  // nothing else runs yet: for the analysis
+    reserved_ = next_.load();
+  }
   // States of [base_, next): anything still active crashed with us: it is dead now.
   std::vector<PageNo> touched;
   for (uint64_t t = base_; t < next_.load(); ++t) {
     TxnState st = TxnState::kActive;
     {
-      std::lock_guard<std::mutex> g(tip_mu_);
+      util::MutexLock g(tip_mu_);
       const uint64_t k = t / per_tip_;
       if (k < tips_.size()) {
         absl::StatusOr<cache::PageRef> r = cache_->Fetch(tips_[k], LatchMode::kShared);
@@ -173,14 +176,14 @@ absl::Status TxnManager::Load(PageNo first_tip, uint64_t oit, uint64_t next) {
 absl::StatusOr<TxnManager::Started> TxnManager::Begin() {
   uint64_t id, snapshot;
   {
-    std::lock_guard<std::mutex> g(id_mu_);
+    util::MutexLock g(id_mu_);
     id = next_.load(std::memory_order_relaxed);
     if (id >= reserved_) {
       if (absl::Status s = persist_next_(id + kReserveBlock); !s.ok()) return s;
       reserved_ = id + kReserveBlock;
     }
     Slot(id)->store(kCnActive, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> a(active_mu_);
+    util::MutexLock a(active_mu_);
     uint64_t oldest = id;
     for (const auto& [t, o] : active_) oldest = std::min(oldest, t);
     // The snapshot is taken under active_mu_, so OldestSnapshotCn never misses it.
@@ -189,7 +192,7 @@ absl::StatusOr<TxnManager::Started> TxnManager::Begin() {
     next_.store(id + 1, std::memory_order_release);
   }
   {
-    std::lock_guard<std::mutex> g(tip_mu_);
+    util::MutexLock g(tip_mu_);
     if (id / per_tip_ >= tips_.size()) {
       if (absl::Status s = EnsureTip(id); !s.ok()) return s;
     }
@@ -199,15 +202,15 @@ absl::StatusOr<TxnManager::Started> TxnManager::Begin() {
 
 void TxnManager::Finished(uint64_t txn) {
   {
-    std::lock_guard<std::mutex> a(active_mu_);
+    util::MutexLock a(active_mu_);
     active_.erase(txn);
   }
-  std::lock_guard<std::mutex> w(wait_mu_);
-  wait_cv_.notify_all();
+  util::MutexLock w(wait_mu_);
+  wait_cv_.NotifyAll();
 }
 
 std::vector<uint64_t> TxnManager::ActiveIds() const {
-  std::lock_guard<std::mutex> g(active_mu_);
+  util::MutexLock g(active_mu_);
   std::vector<uint64_t> ids;
   ids.reserve(active_.size());
   for (const auto& [t, info] : active_) ids.push_back(t);
@@ -216,7 +219,7 @@ std::vector<uint64_t> TxnManager::ActiveIds() const {
 
 absl::Status TxnManager::MarkDead(uint64_t txn) {
   {
-    std::lock_guard<std::mutex> g(active_mu_);
+    util::MutexLock g(active_mu_);
     if (in_doubt_.contains(txn)) {
       return absl::UnknownError(absl::StrCat("transaction ", txn,
                                              " stays active: its commit is in doubt until the "
@@ -232,7 +235,7 @@ absl::Status TxnManager::MarkDead(uint64_t txn) {
 absl::Status TxnManager::Commit(uint64_t txn, bool counted) {
   CommitRequest req{txn};
   bool led = false;  // this thread ran the group commit that committed `txn`
-  std::unique_lock<std::mutex> lk(commit_mu_);
+  util::MutexLock lk(commit_mu_);
   commit_queue_.push_back(&req);
   while (!req.done) {
     if (!leader_active_) {
@@ -240,26 +243,26 @@ absl::Status TxnManager::Commit(uint64_t txn, bool counted) {
       led = true;  // the batch holds our request: it is done after this round
       std::vector<CommitRequest*> batch;
       batch.swap(commit_queue_);
-      lk.unlock();
+      lk.Unlock();
       std::vector<uint64_t> ids;
       ids.reserve(batch.size());
       for (CommitRequest* r : batch) ids.push_back(r->txn);
       const uint64_t syncs_before = cache::BufferCache::SyncsByThisThread();
       absl::Status s = CommitGroup(ids);
       const uint64_t syncs = cache::BufferCache::SyncsByThisThread() - syncs_before;
-      lk.lock();
+      lk.Lock();
       for (CommitRequest* r : batch) {
         r->status = s;
         r->syncs = syncs;
         r->done = true;
       }
       leader_active_ = false;
-      commit_cv_.notify_all();
+      commit_cv_.NotifyAll();
     } else {
-      commit_cv_.wait(lk);
+      commit_cv_.Wait(lk);
     }
   }
-  lk.unlock();
+  lk.Unlock();
   // The leader's syncs counted in its own sinks as it issued them; each transaction that waited
   // on them counts them too (Counters::syncs), in the statement and transaction that committed.
   if (!led && req.syncs > 0) util::CountInSinks(util::Counter::kSyncs, req.syncs);
@@ -272,7 +275,7 @@ absl::Status TxnManager::Commit(uint64_t txn, bool counted) {
 // The slot gets its CN before last_cn_ moves past it, so a snapshot either predates the commit
 // (and never sees it) or includes it (and sees it from then on).
 void TxnManager::Publish(uint64_t txn) {
-  std::lock_guard<std::mutex> g(cn_mu_);
+  util::MutexLock g(cn_mu_);
   const uint64_t cn = last_cn_.load(std::memory_order_relaxed) + 1;
   Slot(txn)->store(cn, std::memory_order_release);
   last_cn_.store(cn, std::memory_order_release);
@@ -328,7 +331,7 @@ absl::Status TxnManager::FailCommit(const std::vector<uint64_t>& txns, const abs
   // it: its pages were synced in step 1) or as dead. Until a reopen settles it, it stays active
   // here, so nothing backs its versions out.
   {
-    std::lock_guard<std::mutex> g(active_mu_);
+    util::MutexLock g(active_mu_);
     in_doubt_.insert(txns.begin(), txns.end());
   }
   return absl::UnknownError(absl::StrCat("commit in doubt until the database is reopened: ",
@@ -340,7 +343,7 @@ absl::Status TxnManager::FailCommit(const std::vector<uint64_t>& txns, const abs
 
 absl::StatusOr<uint64_t> TxnManager::WaitFor(uint64_t self, uint64_t other, int64_t timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  std::unique_lock<std::mutex> lk(wait_mu_);
+  util::MutexLock lk(wait_mu_);
   // Deadlock: does `other` (transitively) wait for us?
   for (uint64_t t = other, hops = 0; hops < 1024; ++hops) {
     auto it = waits_for_.find(t);
@@ -354,8 +357,8 @@ absl::StatusOr<uint64_t> TxnManager::WaitFor(uint64_t self, uint64_t other, int6
   waits_for_[self] = other;
   while (StateOf(other) == kCnActive) {
     if (timeout_ms < 0) {
-      wait_cv_.wait_for(lk, std::chrono::milliseconds(100));
-    } else if (wait_cv_.wait_until(lk, deadline) == std::cv_status::timeout &&
+      wait_cv_.WaitFor(lk, std::chrono::milliseconds(100));
+    } else if (wait_cv_.WaitUntil(lk, deadline) == std::cv_status::timeout &&
                StateOf(other) == kCnActive) {
       waits_for_.erase(self);
       return absl::DeadlineExceededError(absl::StrCat("lock time-out waiting for transaction ",
@@ -367,7 +370,7 @@ absl::StatusOr<uint64_t> TxnManager::WaitFor(uint64_t self, uint64_t other, int6
 }
 
 uint64_t TxnManager::OldestSnapshotCn() const {
-  std::lock_guard<std::mutex> a(active_mu_);
+  util::MutexLock a(active_mu_);
   uint64_t h = CurrentCn();
   for (const auto& [t, info] : active_) h = std::min(h, info.snapshot);
   return h;
@@ -378,7 +381,7 @@ TxnCounters TxnManager::counters() const {
   c.next = next_.load();
   c.commits = commits_.load();
   c.group_flushes = group_flushes_.load();
-  std::lock_guard<std::mutex> a(active_mu_);
+  util::MutexLock a(active_mu_);
   c.oat = c.next;
   c.ost = c.next;
   for (const auto& [t, info] : active_) {

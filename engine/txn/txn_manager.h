@@ -16,13 +16,12 @@
 // Lock order: commit_mu_ is never held during I/O; tip_mu_ -> cache latches; wait_mu_ alone.
 #pragma once
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -30,6 +29,7 @@
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
 #include "engine/page/tip.h"
+#include "engine/util/mutex.h"
 
 namespace ember::txn {
 
@@ -111,7 +111,7 @@ class TxnManager {
 
  private:
   std::atomic<uint64_t>* Slot(uint64_t txn) const;  // nullptr below base_
-  absl::Status EnsureTip(uint64_t txn);              // REQUIRES tip_mu_
+  absl::Status EnsureTip(uint64_t txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tip_mu_);
   absl::Status SetTipState(uint64_t txn, page::TxnState s, std::vector<page::PageNo>* touched);
   absl::Status CommitGroup(const std::vector<uint64_t>& txns);
   // After the commit marks of `txns` were set but could not be made durable (`cause`; a sync
@@ -133,42 +133,42 @@ class TxnManager {
 
   uint64_t base_ = 1;  // ids below are committed (prehistoric)
   std::unique_ptr<std::atomic<std::atomic<uint64_t>*>[]> chunks_;
-  std::mutex chunk_mu_;  // allocation of chunks
+  util::Mutex chunk_mu_;  // allocation of chunks
 
   std::atomic<uint64_t> next_{1};
   mutable std::atomic<uint64_t> oit_scan_{0};  // where the last OIT scan stopped
   std::atomic<uint64_t> swept_below_{0};       // see SetSweptBelow
   std::atomic<uint64_t> last_cn_{kCnPrehistoric};
-  std::mutex cn_mu_;  // publication of commit numbers, in order
-  std::mutex id_mu_;              // id reservation
-  uint64_t reserved_ = 0;         // guarded by id_mu_: ids below are covered by the header
+  util::Mutex cn_mu_;  // publication of commit numbers, in order
+  util::Mutex id_mu_;  // id reservation
+  uint64_t reserved_ ABSL_GUARDED_BY(id_mu_) = 0;  // ids below are covered by the header
 
-  mutable std::mutex tip_mu_;
-  std::vector<page::PageNo> tips_;  // guarded by tip_mu_: TIP page of block k
+  mutable util::Mutex tip_mu_;
+  std::vector<page::PageNo> tips_ ABSL_GUARDED_BY(tip_mu_);  // TIP page of block k
 
   // Active transactions: the oldest active id each saw at start (for OST) and its snapshot.
   struct ActiveInfo {
     uint64_t oldest;
     uint64_t snapshot;
   };
-  mutable std::mutex active_mu_;
-  absl::flat_hash_map<uint64_t, ActiveInfo> active_;  // guarded by active_mu_
+  mutable util::Mutex active_mu_ ABSL_ACQUIRED_AFTER(id_mu_);
+  absl::flat_hash_map<uint64_t, ActiveInfo> active_ ABSL_GUARDED_BY(active_mu_);
 
   // Group commit.
   struct CommitRequest;
-  std::mutex commit_mu_;
-  std::condition_variable commit_cv_;
-  std::vector<CommitRequest*> commit_queue_;  // guarded by commit_mu_
-  bool leader_active_ = false;                // guarded by commit_mu_
+  util::Mutex commit_mu_;
+  util::CondVar commit_cv_;
+  std::vector<CommitRequest*> commit_queue_ ABSL_GUARDED_BY(commit_mu_);
+  bool leader_active_ ABSL_GUARDED_BY(commit_mu_) = false;
   std::atomic<uint64_t> commits_{0};
   std::atomic<uint64_t> group_flushes_{0};
   // Transactions whose commit is in doubt until the database is reopened (FailCommit).
-  absl::flat_hash_set<uint64_t> in_doubt_;  // guarded by active_mu_
+  absl::flat_hash_set<uint64_t> in_doubt_ ABSL_GUARDED_BY(active_mu_);
 
   // Waiting for other transactions.
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
-  absl::flat_hash_map<uint64_t, uint64_t> waits_for_;  // guarded by wait_mu_
+  util::Mutex wait_mu_;
+  util::CondVar wait_cv_;
+  absl::flat_hash_map<uint64_t, uint64_t> waits_for_ ABSL_GUARDED_BY(wait_mu_);
 };
 
 }  // namespace ember::txn

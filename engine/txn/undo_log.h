@@ -174,7 +174,7 @@ class UndoLog {
 
   // The arena: offsets [0, spill_base_) are the memory part `mem_`; from spill_base_ on, the
   // bytes live in TempSpace extents of kTempExtent each (an image may straddle two).
-  static constexpr uint64_t kTempExtent = 1024 * 1024;
+  static constexpr uint64_t kTempExtent = uint64_t{1} << 20;
   std::basic_string<char, std::char_traits<char>, util::LargeAllocator<char>> mem_;
   bool spilling_ = false;
   uint64_t spill_base_ = 0;

@@ -11,12 +11,13 @@ struct Task {
   size_t items = 0;
   std::atomic<size_t> next{0};
   std::atomic<bool> cancelled{false};
-  std::mutex mu;
-  std::condition_variable left;  // a helper left the task
-  absl::Status first_error;      // guarded by mu
-  int want = 0;                  // guarded by the pool's mu_: helpers still welcome
-  int joined = 0;                // guarded by the pool's mu_: helpers that came (1..)
-  int inside = 0;                // guarded by mu: helpers working on it now
+  util::Mutex mu;
+  util::CondVar left;  // a helper left the task
+  absl::Status first_error ABSL_GUARDED_BY(mu);
+  // Guarded by the pool's mu_ (an annotation here cannot name the pool's member).
+  int want = 0;    // helpers still welcome
+  int joined = 0;  // helpers that came (1..)
+  int inside ABSL_GUARDED_BY(mu) = 0;  // helpers working on it now
 };
 
 bool TaskContext::cancelled() const {
@@ -29,11 +30,11 @@ WorkerPool::WorkerPool(int max_workers, std::chrono::milliseconds idle_timeout)
 WorkerPool::~WorkerPool() {
   std::list<Thread> all;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     stop_ = true;
     all.swap(threads_);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (Thread& t : all) t.t.join();
 }
 
@@ -50,7 +51,7 @@ std::vector<Chunk> CutChunks(std::span<const uint32_t> sizes, uint32_t per) {
 }
 
 int WorkerPool::threads_alive() const {
-  std::lock_guard<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   int n = 0;
   for (const Thread& t : threads_) n += t.exited ? 0 : 1;
   return n;
@@ -73,7 +74,7 @@ void WorkerPool::Work(Task* task, int worker) {
     if (i >= task->items || task->cancelled.load(std::memory_order_relaxed)) break;
     absl::Status s = (*task->fn)(i, ctx);
     if (!s.ok()) {
-      std::lock_guard<std::mutex> g(task->mu);
+      util::MutexLock g(task->mu);
       if (task->first_error.ok()) task->first_error = std::move(s);
       task->cancelled.store(true);
     }
@@ -81,28 +82,30 @@ void WorkerPool::Work(Task* task, int worker) {
 }
 
 void WorkerPool::Loop(Thread* self) {
-  std::unique_lock<std::mutex> g(mu_);
+  util::MutexLock g(mu_);
   for (;;) {
     ++idle_;
-    const bool woke = cv_.wait_for(g, idle_timeout_, [&] { return stop_ || !queue_.empty(); });
+    const bool woke = cv_.WaitFor(g, idle_timeout_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_ || !queue_.empty();
+    });
     --idle_;
     if (stop_ || !woke) break;  // stopping, or idle for the whole timeout
     Task* task = queue_.front();
     const int worker = ++task->joined;
     if (--task->want == 0) queue_.pop_front();
     {
-      std::lock_guard<std::mutex> tg(task->mu);
+      util::MutexLock tg(task->mu);
       ++task->inside;
     }
-    g.unlock();
+    g.Unlock();
     Work(task, worker);
     {
-      std::lock_guard<std::mutex> tg(task->mu);
+      util::MutexLock tg(task->mu);
       --task->inside;
       // Notified under the task's mutex: the caller may destroy the task once it sees 0.
-      task->left.notify_all();
+      task->left.NotifyAll();
     }
-    g.lock();
+    g.Lock();
   }
   self->exited = true;
 }
@@ -117,7 +120,7 @@ absl::Status WorkerPool::Run(int workers, size_t items, const ItemFn& fn) {
       static_cast<int>(std::min<size_t>(static_cast<size_t>(WorkersFor(workers) - 1), items - 1));
   std::list<Thread> done;
   if (helpers > 0) {
-    std::lock_guard<std::mutex> g(mu_);
+    util::MutexLock g(mu_);
     ReapLocked(&done);
     task.want = helpers;
     queue_.push_back(&task);
@@ -138,19 +141,19 @@ absl::Status WorkerPool::Run(int workers, size_t items, const ItemFn& fn) {
     }
   }
   for (Thread& t : done) t.t.join();
-  if (helpers > 0) cv_.notify_all();
+  if (helpers > 0) cv_.NotifyAll();
   Work(&task, 0);
   if (helpers > 0) {
     // No helper joins from now on; then wait for those inside.
     {
-      std::lock_guard<std::mutex> g(mu_);
+      util::MutexLock g(mu_);
       auto it = std::find(queue_.begin(), queue_.end(), &task);
       if (it != queue_.end()) queue_.erase(it);
     }
-    std::unique_lock<std::mutex> tg(task.mu);
-    task.left.wait(tg, [&] { return task.inside == 0; });
+    util::MutexLock tg(task.mu);
+    task.left.Wait(tg, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(task.mu) { return task.inside == 0; });
   }
-  std::lock_guard<std::mutex> tg(task.mu);
+  util::MutexLock tg(task.mu);
   return task.first_error;
 }
 

@@ -11,17 +11,17 @@
 #pragma once
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "engine/util/mutex.h"
 
 namespace ember::worker {
 
@@ -59,20 +59,22 @@ class WorkerPool {
  private:
   struct Thread {
     std::thread t;
-    bool exited = false;  // guarded by mu_
+    // Guarded by the pool's mu_ (an annotation here cannot name the pool's member).
+    bool exited = false;
   };
   void Loop(Thread* self);
   static void Work(Task* task, int worker);
-  void ReapLocked(std::list<Thread>* done);  // moves exited threads to `done` (joined outside)
+  // Moves exited threads to `done` (joined outside).
+  void ReapLocked(std::list<Thread>* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int max_workers_;
   const std::chrono::milliseconds idle_timeout_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;        // work queued, or stop
-  std::deque<Task*> queue_;           // guarded by mu_: tasks that want more workers
-  std::list<Thread> threads_;         // guarded by mu_
-  int idle_ = 0;                      // guarded by mu_: threads waiting for work
-  bool stop_ = false;                 // guarded by mu_
+  mutable util::Mutex mu_;
+  util::CondVar cv_;  // work queued, or stop
+  std::deque<Task*> queue_ ABSL_GUARDED_BY(mu_);  // tasks that want more workers
+  std::list<Thread> threads_ ABSL_GUARDED_BY(mu_);
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;  // threads waiting for work
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> tasks_run_{0};
 };
 

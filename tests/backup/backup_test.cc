@@ -11,13 +11,11 @@
 #include "engine/backup/backup_format.h"
 #include "engine/blob/blob_codec.h"
 #include "engine/page/blob_page.h"
-#include "tests/blob/blob_db_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/blob_db_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember::testing {
 namespace {
-
-using blobtest::ReadAll;
 
 // A table's rows in a form independent of record ids and BLOB ids (BLOBs by their bytes),
 // sorted, for comparing two databases.

@@ -11,13 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/db/database_impl.h"
-#include "tests/blob/blob_db_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/blob_db_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember::testing {
 namespace {
-
-using blobtest::ReadAll;
 
 // Rows of table `name` by their first column (an int64 id), each BLOB as its bytes.
 std::map<int64_t, std::vector<std::string>> RowsById(Database* db, const std::string& name) {

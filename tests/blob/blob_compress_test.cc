@@ -18,17 +18,12 @@
 #include "engine/blob/stored_blobs.h"
 #include "engine/page/blob_page.h"
 #include "engine/page/page.h"
-#include "tests/blob/blob_db_util.h"
-#include "tests/blob/blob_test_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/blob_db_util.h"
+#include "tests/support/blob_util.h"
+#include "tests/support/db_util.h"
 
-namespace ember::blobtest {
+namespace ember::testing {
 namespace {
-
-using ember::testing::ErrorLog;
-using ember::testing::IsError;
-using ember::testing::RequireNoErrors;
-using ember::testing::ScopedNoEmberTmp;
 
 // Text-like bytes: words from a small vocabulary with numbers, so zstd shrinks them several
 // times over, and every offset still differs (a misplaced frame shows).
@@ -489,4 +484,4 @@ TEST_CASE("blob compression: frame codec checks what it decodes", "[blob][compre
 }
 
 }  // namespace
-}  // namespace ember::blobtest
+}  // namespace ember::testing

@@ -11,15 +11,11 @@
 #include <vector>
 
 #include "ember/ember.h"
-#include "tests/blob/blob_db_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/blob_db_util.h"
+#include "tests/support/db_util.h"
 
-namespace ember::blobtest {
+namespace ember::testing {
 namespace {
-
-using ember::testing::OpenOrFail;
-using ember::testing::Pattern;
-using ember::testing::ScanAll;
 
 constexpr uint32_t kPageSize = 4096;
 constexpr size_t kBlobBytes = 40 * 1024;  // a page list (level 1) at 4 KiB pages
@@ -257,4 +253,4 @@ TEST_CASE("blob lifetime: an update that leaves a long value as it was keeps its
   REQUIRE_OK(r->Commit());
 }
 
-}  // namespace ember::blobtest
+}  // namespace ember::testing

@@ -22,26 +22,17 @@
 #include "ember/ember.h"
 #include "engine/blob/blob_format.h"
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
 #include "engine/io/file.h"
 #include "engine/page/blob_page.h"
 #include "engine/record/record_format.h"
 #include "engine/record/relation.h"
-#include "tests/blob/blob_db_util.h"
-#include "tests/blob/blob_test_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/blob_db_util.h"
+#include "tests/support/blob_util.h"
+#include "tests/support/db_util.h"
+#include "tests/support/fault_file.h"
 
-namespace ember::blobtest {
+namespace ember::testing {
 namespace {
-
-using ember::testing::ErrorLog;
-using ember::testing::IsError;
-using ember::testing::OpenOrFail;
-using ember::testing::Pattern;
-using ember::testing::RequireNoErrors;
-using ember::testing::ScanAll;
-using ember::testing::ScopedNoEmberTmp;
-using ember::testing::TempDir;
 
 // ---------------------------------------------------------------- helpers
 
@@ -1182,9 +1173,9 @@ TEST_CASE("blob: a crash in the middle of writing a BLOB", "[blob]") {
 }
 
 }  // namespace
-}  // namespace ember::blobtest
+}  // namespace ember::testing
 
-namespace ember::blobtest {
+namespace ember::testing {
 namespace {
 
 TEST_CASE("blob: temporary BLOB ids are unique in the database, not per transaction", "[blob]") {
@@ -1212,4 +1203,4 @@ TEST_CASE("blob: temporary BLOB ids are unique in the database, not per transact
 }
 
 }  // namespace
-}  // namespace ember::blobtest
+}  // namespace ember::testing

@@ -17,12 +17,12 @@
 
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
-#include "engine/io/fault_file.h"
 #include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
 #include "engine/util/counters.h"
-#include "tests/cache/cache_test_util.h"
-#include "tests/engine_test_util.h"
+#include "tests/support/cache_util.h"
+#include "tests/support/engine_util.h"
+#include "tests/support/fault_file.h"
 
 using namespace ember;
 using cache::BufferCache;
@@ -31,16 +31,16 @@ using cache::LatchMode;
 using cache::PageRef;
 using cache::PageSpace;
 using page::PageNo;
-using unit::CheckBefore;
-using unit::CheckPage;
-using unit::FillPage;
-using unit::TestDb;
-using cachetest::kPs;
-using cachetest::kTsan;
-using cachetest::MakePage;
-using cachetest::Opts;
-using cachetest::RewritePage;
-using cachetest::WritesOf;
+using testing::CheckBefore;
+using testing::CheckPage;
+using testing::FillPage;
+using testing::TestDb;
+using testing::kPs;
+using testing::kTsan;
+using testing::MakePage;
+using testing::Opts;
+using testing::RewritePage;
+using testing::WritesOf;
 
 namespace {
 
@@ -134,10 +134,10 @@ TEST_CASE("cache: dirty pages are written when evicted and by FlushAll, once eac
 
   // Needs a frame: the oldest quarter of the dirty pages (2..5) is written, in one batch.
   MakePage(c, 18, 18);
-  std::vector<unit::IoEvent> ev = db.file().events();
-  INFO(unit::Describe(ev));
+  std::vector<testing::IoEvent> ev = db.file().events();
+  INFO(testing::Describe(ev));
   REQUIRE(ev.size() == 4);
-  for (const unit::IoEvent& e : ev) {
+  for (const testing::IoEvent& e : ev) {
     CHECK(!e.sync);
     CHECK(e.step == ev[0].step);
     CHECK(e.page >= 2);
@@ -368,8 +368,8 @@ TEST_CASE("cache: FlushTxns writes the transaction's pages and their dirty prere
     db.file().ClearEvents();
 
     REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{1}));
-    std::vector<unit::IoEvent> ev = db.file().events();
-    INFO(unit::Describe(ev));
+    std::vector<testing::IoEvent> ev = db.file().events();
+    INFO(testing::Describe(ev));
     CHECK(WritesOf(ev, 3) == 1);
     CHECK(WritesOf(ev, 5) == 1);
     CHECK(WritesOf(ev, 7) == 1);
@@ -418,8 +418,8 @@ TEST_CASE("cache: precedence: A is written before B by FlushAll and FlushTxns, a
       db.file().ClearEvents();
       if (by_txn) REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{9}));
       else REQUIRE_OK(c.FlushAll());
-      const std::vector<unit::IoEvent> ev = db.file().events();
-      INFO(unit::Describe(ev));
+      const std::vector<testing::IoEvent> ev = db.file().events();
+      INFO(testing::Describe(ev));
       CHECK(CheckBefore(ev, 12, 11, forced) == "");
       CHECK(CheckBefore(ev, 11, 10, forced) == "");
       CHECK(WritesOf(ev, 10) == 1);
@@ -456,8 +456,8 @@ TEST_CASE("cache: precedence over a random DAG is respected by FlushAll", "[cach
       REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{2}));
       REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{0, 1, 3, 4}));
     }
-    const std::vector<unit::IoEvent> ev = db.file().events();
-    INFO("trial " << trial << ": " << unit::Describe(ev));
+    const std::vector<testing::IoEvent> ev = db.file().events();
+    INFO("trial " << trial << ": " << testing::Describe(ev));
     for (auto [a, b] : edges) {
       INFO("edge " << a << " before " << b);
       CHECK(CheckBefore(ev, a, b, forced) == "");
@@ -481,8 +481,8 @@ TEST_CASE("cache: precedence holds when pages are evicted from a tiny cache", "[
       r.Mark(1);
     }
     REQUIRE_OK(c.FlushAll());
-    const std::vector<unit::IoEvent> ev = db.file().events();
-    INFO(unit::Describe(ev));
+    const std::vector<testing::IoEvent> ev = db.file().events();
+    INFO(testing::Describe(ev));
     for (PageNo p = 3; p < 62; ++p) {
       INFO("page " << p);
       CHECK(WritesOf(ev, p) == 1);
@@ -503,8 +503,8 @@ TEST_CASE("cache: eviction succeeds when every dirty page depends on one hot pag
       uint64_t v;
       {  // the hot page changes every time (a pointer page gaining a slot, say)
         PageRef h = VALUE_OR_FAIL(c.Fetch(kHot, LatchMode::kExclusive));
-        v = unit::GetStamp(h.data()) + 1;
-        unit::SetStamp(h.data(), v);
+        v = testing::GetStamp(h.data()) + 1;
+        testing::SetStamp(h.data(), v);
         h.Mark(1);
       }
       // ... and the new page must follow the hot page's current version.
@@ -516,13 +516,13 @@ TEST_CASE("cache: eviction succeeds when every dirty page depends on one hot pag
       hot_version_at_link[p] = v;
     }
     REQUIRE_OK(c.FlushAll());
-    const std::vector<unit::IoEvent> ev = db.file().events();
-    INFO(unit::Describe(ev));
+    const std::vector<testing::IoEvent> ev = db.file().events();
+    INFO(testing::Describe(ev));
     for (auto [p, v] : hot_version_at_link) {
       INFO("page " << p << " needs the hot page at version " << v);
       CHECK(WritesOf(ev, p) == 1);
       CHECK(CheckBefore(ev, kHot, p, forced, 0,
-                        [v = v](const unit::IoEvent& e) { return e.stamp >= v; }) == "");
+                        [v = v](const testing::IoEvent& e) { return e.stamp >= v; }) == "");
     }
     db.Reopen();
     CHECK(ReadCheck(db.cache(), 150, hot_version_at_link[150]) == "");
@@ -544,13 +544,13 @@ TEST_CASE("cache: with forced writes, a page whose prerequisite was written by a
     // simply writes it.
     for (PageNo p = 100; p < 140; ++p) MakePage(c, p, p);
   }
-  std::vector<unit::IoEvent> ev = db.file().events();
-  INFO(unit::Describe(ev));
+  std::vector<testing::IoEvent> ev = db.file().events();
+  INFO(testing::Describe(ev));
   REQUIRE(WritesOf(ev, 2) == 1);
   REQUIRE(WritesOf(ev, 3) == 0);
   REQUIRE_OK(c.FlushAll());  // writes B
   ev = db.file().events();
-  INFO(unit::Describe(ev));
+  INFO(testing::Describe(ev));
   CHECK(CheckBefore(ev, 2, 3, /*need_sync=*/true) == "");
 }
 
@@ -590,7 +590,7 @@ TEST_CASE("cache: a frame reused while a flush waits between levels is not writt
       hook_error = "hook: fetch failed";
       return;
     }
-    unit::SetStamp(r->data(), 2);
+    testing::SetStamp(r->data(), 2);
     r->Mark(5);
     FillPage(q->data(), kPs, kQ, 2);
     if (!c.AddPrecedence(*q, kR).ok()) hook_error = "hook: AddPrecedence failed";
@@ -600,18 +600,18 @@ TEST_CASE("cache: a frame reused while a flush waits between levels is not writt
   db.file().SetSyncHook(nullptr);
   REQUIRE(hook_ran);
   REQUIRE(hook_error == "");
-  std::vector<unit::IoEvent> ev = db.file().events();
-  INFO(unit::Describe(ev));
+  std::vector<testing::IoEvent> ev = db.file().events();
+  INFO(testing::Describe(ev));
   CHECK(CheckBefore(ev, kA, kB, true) == "");
   // Q may be written by that flush only after R's new version (and a sync).
-  if (unit::FirstWrite(ev, kQ) >= 0) {
+  if (testing::FirstWrite(ev, kQ) >= 0) {
     CHECK(CheckBefore(ev, kR, kQ, true, 0,
-                      [](const unit::IoEvent& e) { return e.stamp == 2; }) == "");
+                      [](const testing::IoEvent& e) { return e.stamp == 2; }) == "");
   }
   pinned.clear();
   REQUIRE_OK(c.FlushAll());
   ev = db.file().events();
-  CHECK(CheckBefore(ev, kR, kQ, true, 0, [](const unit::IoEvent& e) { return e.stamp == 2; }) ==
+  CHECK(CheckBefore(ev, kR, kQ, true, 0, [](const testing::IoEvent& e) { return e.stamp == 2; }) ==
         "");
 }
 
@@ -634,8 +634,8 @@ TEST_CASE("cache: a precedence cycle is broken by writing at once, in the right 
     {  // now B before A's next change: a cycle, so A (as it is) and then B are written now
       PageRef a = VALUE_OR_FAIL(c.Fetch(kA, LatchMode::kExclusive));
       REQUIRE_OK(c.AddPrecedence(a, kB));
-      const std::vector<unit::IoEvent> ev = db.file().events();
-      INFO(unit::Describe(ev));
+      const std::vector<testing::IoEvent> ev = db.file().events();
+      INFO(testing::Describe(ev));
       CHECK(WritesOf(ev, kA) == 1);
       CHECK(WritesOf(ev, kB) == 1);
       CHECK(CheckBefore(ev, kA, kB, forced) == "");
@@ -647,11 +647,11 @@ TEST_CASE("cache: a precedence cycle is broken by writing at once, in the right 
       a.Mark(1);
     }
     REQUIRE_OK(c.FlushAll());
-    const std::vector<unit::IoEvent> ev = db.file().events();
-    INFO(unit::Describe(ev));
+    const std::vector<testing::IoEvent> ev = db.file().events();
+    INFO(testing::Describe(ev));
     // A's new version goes out after B's.
-    const int a3 = unit::FirstWrite(ev, kA, 0, [](const unit::IoEvent& e) { return e.stamp == 3; });
-    const int b2 = unit::FirstWrite(ev, kB);
+    const int a3 = testing::FirstWrite(ev, kA, 0, [](const testing::IoEvent& e) { return e.stamp == 3; });
+    const int b2 = testing::FirstWrite(ev, kB);
     REQUIRE(a3 >= 0);
     REQUIRE(b2 >= 0);
     CHECK(ev[b2].step < ev[a3].step);
@@ -724,7 +724,7 @@ TEST_CASE("cache: an eviction waits for the frames another thread is writing ins
     a = std::thread([&] {
       absl::StatusOr<PageRef> r = c.Fetch(20, LatchMode::kShared);
       a_status = r.status();
-      if (r.ok()) a_check = unit::CheckPage(r->data(), kPs, 20, 20);
+      if (r.ok()) a_check = testing::CheckPage(r->data(), kPs, 20, 20);
       a_done = true;
     });
     while (c.EvictionWaits() == 0 && !a_done) std::this_thread::yield();
@@ -793,7 +793,7 @@ TEST_CASE("cache: 4 threads latching random pages through a 32-frame cache", "[c
   for (PageNo p = kFirst; p < kFirst + kPages; ++p) {
     PageRef r = VALUE_OR_FAIL(db.cache().FetchNew(p));
     page::InitPage(r.data(), kPs, page::PageType::kData, p);
-    unit::SetStamp(r.data(), p);
+    testing::SetStamp(r.data(), p);
     r.Mark(0);
   }
   REQUIRE_OK(db.cache().FlushAll());
@@ -822,7 +822,7 @@ TEST_CASE("cache: 4 threads latching random pages through a 32-frame cache", "[c
         if (what < 50) {
           absl::StatusOr<PageRef> r = c.Fetch(p, LatchMode::kShared);
           if (!r.ok()) { fail(std::string(r.status().ToString())); continue; }
-          if (page::GetPageNo(r->data()) != p || unit::GetStamp(r->data()) != p) {
+          if (page::GetPageNo(r->data()) != p || testing::GetStamp(r->data()) != p) {
             fail(absl::StrCat("page ", p, " holds another page's bytes"));
           }
         } else if (what < 90) {
@@ -1021,16 +1021,16 @@ TEST_CASE("page space: a page allocated from a PIP goes out no earlier than the 
     {
       PageRef l = VALUE_OR_FAIL(c.Fetch(link, LatchMode::kExclusive));
       REQUIRE_OK(c.AddPrecedence(l, p));
-      unit::SetStamp(l.data(), 2);
+      testing::SetStamp(l.data(), 2);
       l.Mark(4);
     }
     REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{4}));
-    const std::vector<unit::IoEvent> ev = db.file().events();
-    INFO("forced " << forced << ": " << unit::Describe(ev));
+    const std::vector<testing::IoEvent> ev = db.file().events();
+    INFO("forced " << forced << ": " << testing::Describe(ev));
     // The new page is fresh: it may share the PIP's batch, never precede it.
-    REQUIRE(unit::FirstWrite(ev, 1) >= 0);
-    REQUIRE(unit::FirstWrite(ev, p) >= 0);
-    CHECK(ev[unit::FirstWrite(ev, 1)].step <= ev[unit::FirstWrite(ev, p)].step);
+    REQUIRE(testing::FirstWrite(ev, 1) >= 0);
+    REQUIRE(testing::FirstWrite(ev, p) >= 0);
+    CHECK(ev[testing::FirstWrite(ev, 1)].step <= ev[testing::FirstWrite(ev, p)].step);
     // The page that links to it follows both, after a sync.
     CHECK(CheckBefore(ev, p, link, forced) == "");
     CHECK(CheckBefore(ev, 1, link, forced) == "");

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -29,12 +30,12 @@
 
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
-#include "engine/io/fault_file.h"
 #include "engine/page/page.h"
 #include "engine/util/coding.h"
-#include "tests/cache/cache_test_util.h"
-#include "tests/engine_test_util.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/cache_util.h"
+#include "tests/support/engine_util.h"
+#include "tests/support/fault_file.h"
+#include "tests/support/temp_dir.h"
 
 using namespace ember;
 using cache::BufferCache;
@@ -42,23 +43,23 @@ using cache::LatchMode;
 using cache::NewPage;
 using cache::PageRef;
 using page::PageNo;
-using unit::CheckBefore;
-using unit::FillPage;
-using unit::TestDb;
-using cachetest::kPs;
-using cachetest::kTsan;
-using cachetest::MakePage;
-using cachetest::Opts;
-using cachetest::Syncs;
-using cachetest::WritesOf;
+using testing::CheckBefore;
+using testing::FillPage;
+using testing::TestDb;
+using testing::kPs;
+using testing::kTsan;
+using testing::MakePage;
+using testing::Opts;
+using testing::Syncs;
+using testing::WritesOf;
 
 namespace {
 
 constexpr PageNo kRoot = 2;
 constexpr size_t kMaxLinks = 8;
 
-int StepOf(const std::vector<unit::IoEvent>& ev, PageNo p) {
-  const int i = unit::FirstWrite(ev, p);
+int StepOf(const std::vector<testing::IoEvent>& ev, PageNo p) {
+  const int i = testing::FirstWrite(ev, p);
   return i < 0 ? -1 : ev[i].step;
 }
 
@@ -70,11 +71,11 @@ struct Node {
   std::vector<std::pair<PageNo, uint64_t>> links;
 };
 
-constexpr size_t kLinksAt = unit::kStampOffset + 8;
+constexpr size_t kLinksAt = testing::kStampOffset + 8;
 
 void Encode(const Node& n, PageNo no, uint8_t* data) {
   page::InitPage(data, kPs, page::PageType::kData, no);
-  unit::SetStamp(data, n.stamp);
+  testing::SetStamp(data, n.stamp);
   util::Put32(data + kLinksAt, static_cast<uint32_t>(n.links.size()));
   for (size_t i = 0; i < n.links.size(); ++i) {
     util::Put32(data + kLinksAt + 4 + 12 * i, n.links[i].first);
@@ -88,7 +89,7 @@ std::optional<Node> Decode(const std::string& bytes, PageNo no) {
   if (bytes.size() != kPs || !page::VerifyPage(d, kPs, no, "test").ok()) return std::nullopt;
   if (page::GetType(d) != page::PageType::kData || page::GetPageNo(d) != no) return std::nullopt;
   Node n;
-  n.stamp = unit::GetStamp(d);
+  n.stamp = testing::GetStamp(d);
   const uint32_t count = util::Get32(d + kLinksAt);
   if (count > kMaxLinks) return std::nullopt;
   for (uint32_t i = 0; i < count; ++i) {
@@ -380,7 +381,7 @@ TEST_CASE("careful write: a fresh page shares its prerequisite's batch, the page
     db.file().ClearEvents();
     {
       PageRef a = VALUE_OR_FAIL(c.Fetch(kA, LatchMode::kExclusive));
-      unit::SetStamp(a.data(), 2);
+      testing::SetStamp(a.data(), 2);
       a.Mark(1);
     }
     {
@@ -392,13 +393,13 @@ TEST_CASE("careful write: a fresh page shares its prerequisite's batch, the page
     {
       PageRef l = VALUE_OR_FAIL(c.Fetch(kL, LatchMode::kExclusive));
       REQUIRE_OK(c.AddPrecedence(l, kF));
-      unit::SetStamp(l.data(), 2);
+      testing::SetStamp(l.data(), 2);
       l.Mark(1);
     }
     const uint64_t syncs_before = c.SyncCount();
     REQUIRE_OK(c.FlushAll());
-    const std::vector<unit::IoEvent> ev = db.file().events();
-    INFO(unit::Describe(ev));
+    const std::vector<testing::IoEvent> ev = db.file().events();
+    INFO(testing::Describe(ev));
     CHECK(StepOf(ev, kA) == StepOf(ev, kF));  // one batch, no sync between
     CHECK(CheckBefore(ev, kF, kL, forced) == "");
     CHECK(CheckBefore(ev, kA, kL, forced) == "");
@@ -427,8 +428,8 @@ TEST_CASE("careful write: a page made by FetchNew(kPlaced) is not fresh: its pre
     p.Mark(1);
   }
   REQUIRE_OK(c.FlushAll());
-  const std::vector<unit::IoEvent> ev = db.file().events();
-  INFO(unit::Describe(ev));
+  const std::vector<testing::IoEvent> ev = db.file().events();
+  INFO(testing::Describe(ev));
   CHECK(CheckBefore(ev, 10, 11, /*need_sync=*/true) == "");
 }
 
@@ -465,8 +466,8 @@ TEST_CASE("careful write: a split chain of fresh pages costs a few syncs, not on
     left = r;
   }
   REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{5}));
-  const std::vector<unit::IoEvent> ev = db.file().events();
-  INFO(unit::Describe(ev));
+  const std::vector<testing::IoEvent> ev = db.file().events();
+  INFO(testing::Describe(ev));
   for (PageNo r = kFirst; r < kFirst + kCount; ++r) {
     INFO("page " << r);
     CHECK(WritesOf(ev, r) == 1);
@@ -494,18 +495,18 @@ TEST_CASE("careful write: an edge to a page written by an eviction but not yet s
     PageRef b = VALUE_OR_FAIL(c.Fetch(kB, LatchMode::kShared));  // keep B resident
     for (PageNo p = 100; p < 140; ++p) MakePage(c, p, p);  // A (oldest) is evicted
   }
-  std::vector<unit::IoEvent> ev = db.file().events();
+  std::vector<testing::IoEvent> ev = db.file().events();
   REQUIRE(WritesOf(ev, kA) == 1);
   const size_t syncs = Syncs(ev);
   {
     PageRef b = VALUE_OR_FAIL(c.Fetch(kB, LatchMode::kExclusive));
     REQUIRE_OK(c.AddPrecedence(b, kA));  // A is clean, but not durable
-    unit::SetStamp(b.data(), 2);
+    testing::SetStamp(b.data(), 2);
     b.Mark(1);
   }
   REQUIRE_OK(c.FlushPages(std::vector<PageNo>{kB}));
   ev = db.file().events();
-  INFO(unit::Describe(ev));
+  INFO(testing::Describe(ev));
   CHECK(Syncs(ev) > syncs);
   CHECK(CheckBefore(ev, kA, kB, /*need_sync=*/true) == "");
 }
@@ -522,7 +523,7 @@ TEST_CASE("careful write: sync epochs: a prerequisite another flush already sync
   {
     PageRef b = VALUE_OR_FAIL(c.Fetch(kB, LatchMode::kExclusive));
     REQUIRE_OK(c.AddPrecedence(b, kA));  // A is dirty: the edge asks for this version of A
-    unit::SetStamp(b.data(), 2);
+    testing::SetStamp(b.data(), 2);
     b.Mark(1);
     // While B is pinned, evictions write A (the oldest dirty page): written, not synced.
     for (PageNo p = 100; p < 140; ++p) MakePage(c, p, p);
@@ -533,8 +534,8 @@ TEST_CASE("careful write: sync epochs: a prerequisite another flush already sync
   REQUIRE_OK(c.FlushPages(std::vector<PageNo>{kZ}));
   db.file().ClearEvents();
   REQUIRE_OK(c.FlushPages(std::vector<PageNo>{kB}));
-  const std::vector<unit::IoEvent> ev = db.file().events();
-  INFO(unit::Describe(ev));
+  const std::vector<testing::IoEvent> ev = db.file().events();
+  INFO(testing::Describe(ev));
   REQUIRE(WritesOf(ev, kB) == 1);
   CHECK(Syncs(ev) == 1);   // only the one that makes B durable
   CHECK(ev.back().sync);
@@ -563,9 +564,9 @@ TEST_CASE("careful write: eviction writes a quarter of the cache per round, and 
   Forest forest(&c, 5);
   REQUIRE_OK(forest.Create());
   for (int i = 0; i < 2000; ++i) REQUIRE_OK(forest.Step());
-  const std::vector<unit::IoEvent> ev = db.file().events();
+  const std::vector<testing::IoEvent> ev = db.file().events();
   size_t writes = 0;
-  for (const unit::IoEvent& e : ev) writes += e.sync ? 0 : 1;
+  for (const testing::IoEvent& e : ev) writes += e.sync ? 0 : 1;
   INFO(writes << " page writes, " << Syncs(ev) << " syncs");
   CHECK(writes > 500);
   CHECK(Syncs(ev) * 4 < writes);

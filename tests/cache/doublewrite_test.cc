@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "engine/cache/buffer_cache.h"
-#include "engine/io/fault_file.h"
 #include "engine/page/doublewrite_page.h"
-#include "tests/engine_test_util.h"
+#include "tests/support/engine_util.h"
+#include "tests/support/fault_file.h"
 
 namespace ember::cache {
 namespace {
@@ -63,12 +63,12 @@ void Write(BufferCache& c, PageNo no, uint64_t stamp, NewPage kind) {
   PageRef r = VALUE_OR_FAIL(kind == NewPage::kUnlinked || stamp == 1
                                 ? c.FetchNew(no, kind)
                                 : c.Fetch(no, LatchMode::kExclusive));
-  unit::FillPage(r.data(), kPs, no, stamp);
+  testing::FillPage(r.data(), kPs, no, stamp);
   r.Mark(1);
 }
 
 uint64_t StampOf(const std::string& page) {
-  return unit::GetStamp(reinterpret_cast<const uint8_t*>(page.data()));
+  return testing::GetStamp(reinterpret_cast<const uint8_t*>(page.data()));
 }
 
 TEST_CASE("doublewrite: a page torn or lost after its copy was synced comes back at open",
@@ -98,7 +98,7 @@ TEST_CASE("doublewrite: a page torn or lost after its copy was synced comes back
   for (PageNo p : all) {
     INFO("page " << p);
     const std::string now = db.Page(p);
-    CHECK(unit::CheckPage(reinterpret_cast<const uint8_t*>(now.data()), kPs, p, 2) == "");
+    CHECK(testing::CheckPage(reinterpret_cast<const uint8_t*>(now.data()), kPs, p, 2) == "");
     CHECK(page::VerifyPage(reinterpret_cast<const uint8_t*>(now.data()), kPs, p, nullptr).ok());
   }
   REQUIRE(rec.repaired.size() == 4);
@@ -182,7 +182,7 @@ TEST_CASE("doublewrite: power loss with torn writes at random points over many l
       const uint64_t got = StampOf(now);
       CHECK(got >= durable[p]);
       CHECK((since[p].contains(got) || got == durable[p]));
-      CHECK(unit::CheckPage(d, kPs, p, got) == "");
+      CHECK(testing::CheckPage(d, kPs, p, got) == "");
     }
   }
 }

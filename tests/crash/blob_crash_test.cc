@@ -59,45 +59,45 @@
 #include "ember/ember.h"
 #include "engine/blob/blob_format.h"
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
 #include "engine/page/blob_page.h"
-#include "tests/blob/blob_test_util.h"
-#include "tests/crash/child_process.h"
-#include "tests/crash/crash_util.h"
-#include "tests/crash/side_log.h"
+#include "tests/support/blob_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/fault_file.h"
+#include "tests/support/side_log.h"
 
 namespace ember::blobcrash {
 namespace {
 
-using crashtest::AnnounceSeed;
-using crashtest::AppendDurablyOrDie;
-using crashtest::BaseSeed;
-using crashtest::DrawPageSizeAndPath;
-using crashtest::kCrashPageSizes;
-using crashtest::ChildArgs;
-using crashtest::ChildLink;
-using crashtest::EncodeCommitted;
-using crashtest::EncodePending;
-using crashtest::EnvU64;
-using crashtest::ExpectedStates;
-using crashtest::ForkAndKill;
-using crashtest::Join;
-using crashtest::LossModel;
-using crashtest::OkOrDie;
-using crashtest::OpenPowerLossDb;
-using crashtest::PowerLossDb;
-using crashtest::Report;
-using crashtest::RequireModel;
-using crashtest::RequireSideLog;
-using crashtest::RequireValid;
-using crashtest::RequireWritePath;
-using crashtest::RunChildLoop;
-using crashtest::ScratchDir;
-using crashtest::SideLog;
-using crashtest::ValueOr;
-using crashtest::Verbosity;
+using testing::AnnounceSeed;
+using testing::AppendDurablyOrDie;
+using testing::BaseSeed;
+using testing::ChildArgs;
+using testing::ChildLink;
+using testing::DrawPageSizeAndPath;
+using testing::EncodeCommitted;
+using testing::EncodePending;
+using testing::EnvU64;
+using testing::ExpectedStates;
+using testing::ForkAndKill;
+using testing::Join;
+using testing::kCrashPageSizes;
+using testing::LossModel;
+using testing::OkOrDie;
+using testing::OpenPowerLossDb;
 using testing::Pattern;
+using testing::PowerLossDb;
+using testing::Report;
+using testing::RequireModel;
+using testing::RequireSideLog;
+using testing::RequireValidAfterCrash;
+using testing::RequireWritePath;
+using testing::RunChildLoop;
 using testing::ScopedNoEmberTmp;
+using testing::ScratchDir;
+using testing::SideLog;
+using testing::ValueOr;
+using testing::Verbosity;
 
 constexpr uint64_t kFixedSeed = 0xB10B'C4A5ull;
 
@@ -231,7 +231,7 @@ struct Op {
   }
 };
 
-using Effect = crashtest::TxnEffect<Op>;
+using Effect = testing::TxnEffect<Op>;
 
 void ApplyEffect(const Effect& e, Model* m) {
   for (const Op& op : e.ops) {
@@ -782,7 +782,7 @@ TEST_CASE("blob crash: SIGKILL while writing large BLOBs leaves no partial BLOB"
         ValueOr(Database::Open(db_path, reopen), "reopen after the kill");
     RequireNoSpillFiles(dir.Temp());
     uint64_t in_use = 0;
-    unreachable += RequireValid(db.get(), db_path, &in_use);
+    unreachable += RequireValidAfterCrash(db.get(), db_path, &in_use);
     const Handles h = ValueOr(GetHandles(db.get()), "handles");
     bool kept = false;
     model = RequireState(db.get(), h, absent, rng, want, alt ? &*alt : nullptr, &kept);
@@ -1007,7 +1007,7 @@ void PowerLossRun(uint64_t seed, int mode, LossModel loss, PowerStats* stats) {
 
     std::unique_ptr<Database> db = ValueOr(Database::Open(path, opts), "reopen after power loss");
     RequireNoSpillFiles(dir.Temp());
-    stats->unreachable += RequireValid(db.get(), path);
+    stats->unreachable += RequireValidAfterCrash(db.get(), path);
     const Handles h2 = ValueOr(GetHandles(db.get()), "handles after reopen");
     std::vector<int64_t> absent;
     for (int64_t id = 1; id < next_id + 5; ++id) absent.push_back(id);
@@ -1079,7 +1079,7 @@ TEST_CASE(
 // not with what was committed.
 // When only the header record reached the disk (row_on_disk false) no row version names the
 // BLOB, so garbage collection cannot free it: Validate() reports it as an orphan BLOB and
-// free_unreachable frees it (RequireValid does that after every crash).
+// free_unreachable frees it (RequireValidAfterCrash does that after every crash).
 TEST_CASE("blob crash: the pages of a BLOB stored by a transaction that died are reused",
           "[crash]") {
   const int mode = GENERATE(0, 1, 2);
@@ -1155,7 +1155,7 @@ TEST_CASE("blob crash: the pages of a BLOB stored by a transaction that died are
     RequireNoSpillFiles(dir.Temp());
     // Give garbage collection its chance at the dead version first.
     CRASH_REQUIRE_OK(db->CollectGarbage());
-    unreachable += RequireValid(db.get(), path, &in_use);
+    unreachable += RequireValidAfterCrash(db.get(), path, &in_use);
     const Handles h = ValueOr(GetHandles(db.get()), "handles");
     std::vector<int64_t> absent;
     for (int64_t id = 100; id < 100 + kCycles; ++id) absent.push_back(id);

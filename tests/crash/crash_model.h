@@ -2,7 +2,8 @@
 // transaction generator, its operations' text in the side log of the SIGKILL test (side_log.h),
 // and a reader that takes a database's visible state and cross-checks the indexes against a scan.
 //
-// Header-only on purpose: tests/CMakeLists.txt compiles only *_test.cc files.
+// crash_test.cc is its only user, so it stays next to it, header-only, outside the tests/support
+// library.
 //
 // The table: rows(id INT64 NOT NULL, value BYTES NOT NULL, txn_tag INT64 NOT NULL) with a unique
 // index on id and a non-unique index on txn_tag. `txn_tag` is the tag of the transaction that
@@ -27,9 +28,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
-#include "tests/crash/side_log.h"
+#include "tests/support/side_log.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 
 inline TableSchema RowsSchema() {
   return TableSchema{"rows",
@@ -420,4 +421,4 @@ inline absl::Status ReadState(Transaction& t, const Handles& h,
   return absl::OkStatus();
 }
 
-}  // namespace ember::crashtest
+}  // namespace ember::testing

@@ -43,14 +43,14 @@
 
 #include "absl/strings/match.h"
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
-#include "tests/crash/child_process.h"
 #include "tests/crash/crash_model.h"
-#include "tests/crash/crash_util.h"
-#include "tests/crash/reorder_file.h"
-#include "tests/crash/side_log.h"
+#include "tests/support/child_process.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/fault_file.h"
+#include "tests/support/reorder_file.h"
+#include "tests/support/side_log.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 namespace {
 
 constexpr uint64_t kFixedSeed = 0xE3BE'2D1Bull;
@@ -172,7 +172,7 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
     CAPTURE(log.committed.size(), log.pending.has_value());
 
     std::unique_ptr<Database> db = ValueOr(Database::Open(db_path, opts), "reopen after the kill");
-    unreachable += RequireValid(db.get(), db_path);
+    unreachable += RequireValidAfterCrash(db.get(), db_path);
     const Handles h = ValueOr(GetHandles(db.get()), "handles");
     bool kept = false;
     model = RequireState(db.get(), h, absent, want, alt ? &*alt : nullptr, &kept);
@@ -302,7 +302,7 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
     d.db.reset();
 
     std::unique_ptr<Database> db = ValueOr(Database::Open(path, opts), "reopen after power loss");
-    stats->unreachable += RequireValid(db.get());
+    stats->unreachable += RequireValidAfterCrash(db.get());
     const Handles h2 = ValueOr(GetHandles(db.get()), "handles after reopen");
     std::vector<int64_t> absent;
     for (int64_t id = std::max<int64_t>(1, next_id - 100); id < next_id + 5; ++id) absent.push_back(id);
@@ -500,7 +500,7 @@ void IoErrorCase(Fault fault, uint64_t n, uint64_t seed, const std::string& temp
   d.reset();
 
   std::unique_ptr<Database> db = ValueOr(Database::Open(path, opts), "reopen after the I/O error");
-  RequireValid(db.get());
+  RequireValidAfterCrash(db.get());
   const Handles h2 = ValueOr(GetHandles(db.get()), "handles after reopen");
   std::vector<int64_t> absent;
   for (int64_t id = first_id; id < next_id + 2; ++id) absent.push_back(id);
@@ -653,7 +653,7 @@ TEST_CASE("crash: a commit that failed at its TIP sync stays rolled back through
     d.db.reset();
 
     std::unique_ptr<Database> db = ValueOr(Database::Open(path, opts), "reopen");
-    RequireValid(db.get());
+    RequireValidAfterCrash(db.get());
     REQUIRE(IdsIn(db.get()) ==
             (sticky ? std::vector<int64_t>{1, 7} : std::vector<int64_t>{1, 3, 7}));
     CRASH_REQUIRE_OK(db->Close());
@@ -661,4 +661,4 @@ TEST_CASE("crash: a commit that failed at its TIP sync stays rolled back through
 }
 
 }  // namespace
-}  // namespace ember::crashtest
+}  // namespace ember::testing

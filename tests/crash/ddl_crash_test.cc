@@ -32,17 +32,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
-#include "tests/crash/child_process.h"
-#include "tests/crash/crash_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {
 
-using crashtest::ChildLink;
-using crashtest::OkOrDie;
-using crashtest::ValueOr;
-using crashtest::ValueOrDie;
+using testing::ChildLink;
+using testing::OkOrDie;
+using testing::ValueOr;
+using testing::ValueOrDie;
 
 constexpr size_t kMaxTables = 4;
 constexpr size_t kMaxRows = 240;  // per table: keeps the child's id scans and the checks short
@@ -402,7 +402,7 @@ std::string Summary(const Model& m) {
 Model CheckReopened(const std::string& path, const Options& opts, const Model& before,
                     const std::optional<Model>& after, uint64_t* unreachable, bool* took_after) {
   std::unique_ptr<Database> db = ValueOr(Database::Open(path, opts), "reopen after the crash");
-  *unreachable += crashtest::RequireValid(db.get(), path);
+  *unreachable += testing::RequireValidAfterCrash(db.get(), path);
   const Model got = ValueOr(ReadModel(db.get()), "read back");
   INFO("want " << Summary(before) << "\n or " << (after ? Summary(*after) : "-") << "\n got "
                << Summary(got));
@@ -441,19 +441,19 @@ Model Replay(uint64_t seed, Model m, uint64_t first_step, uint64_t steps,
 
 // The page size of a test's database: drawn from its seed, or EMBER_CRASH_PAGE_SIZE.
 uint32_t DrawPageSize(std::mt19937_64& rng) {
-  const uint32_t drawn = crashtest::kCrashPageSizes[rng() % std::size(crashtest::kCrashPageSizes)];
-  return static_cast<uint32_t>(crashtest::EnvU64("EMBER_CRASH_PAGE_SIZE", drawn));
+  const uint32_t drawn = testing::kCrashPageSizes[rng() % std::size(testing::kCrashPageSizes)];
+  return static_cast<uint32_t>(testing::EnvU64("EMBER_CRASH_PAGE_SIZE", drawn));
 }
 
 // ---------------------------------------------------------------- SIGKILL
 
 TEST_CASE("ddl crash: SIGKILL at random moments of DDL mixed with writes and collectors",
           "[crash][fork][ddl]") {
-  const uint64_t seed = crashtest::AnnounceSeed("DDL SIGKILL", 0xDD1C8A5Bull);
-  const uint64_t kills = crashtest::EnvU64("EMBER_DDL_CRASH_KILLS", 20);
+  const uint64_t seed = testing::AnnounceSeed("DDL SIGKILL", 0xDD1C8A5Bull);
+  const uint64_t kills = testing::EnvU64("EMBER_DDL_CRASH_KILLS", 20);
   std::mt19937_64 rng(seed);
   const uint32_t page_size = DrawPageSize(rng);
-  crashtest::ScratchDir dir("ember-ddl-kill");
+  testing::ScratchDir dir("ember-ddl-kill");
   REQUIRE(dir.ok());
   const std::string path = dir.File("ddl.edb");
   const std::string log = dir.File("steps.log");
@@ -472,10 +472,10 @@ TEST_CASE("ddl crash: SIGKILL at random moments of DDL mixed with writes and col
     const int delay_ms = 5 + static_cast<int>(rng() % 150);
     CAPTURE(round, child_seed, delay_ms, page_size, opts.use_io_uring);
     std::filesystem::remove(log);
-    crashtest::ForkAndKill(
+    testing::ForkAndKill(
         [&](const ChildLink& link) {
           const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-          if (fd < 0) crashtest::ChildDie("side log");
+          if (fd < 0) testing::ChildDie("side log");
           auto db = ValueOrDie(Database::Open(path, opts), "open");
           const char ready = 'R';
           ssize_t ignored = ::write(link.ready_fd, &ready, 1);
@@ -487,7 +487,7 @@ TEST_CASE("ddl crash: SIGKILL at random moments of DDL mixed with writes and col
             Model next;
             const Step s = NextStep(steps, m, step_no + i, &next);
             OkOrDie(RunStep(db.get(), s), Describe(s));
-            crashtest::AppendDurablyOrDie(fd, std::to_string(i) + "\n");
+            testing::AppendDurablyOrDie(fd, std::to_string(i) + "\n");
             m = std::move(next);
           }
           ::_exit(0);
@@ -506,14 +506,14 @@ TEST_CASE("ddl crash: SIGKILL at random moments of DDL mixed with writes and col
     steps_done += done + (took_after ? 1 : 0);
     in_flight_kept += took_after ? 1 : 0;
     step_no += done + 1;  // the in-flight step's number is used up either way
-    if (crashtest::Verbosity() >= 2) {
-      crashtest::Report("DDL SIGKILL: round ", round, ": ", done, " steps, in flight ",
+    if (testing::Verbosity() >= 2) {
+      testing::Report("DDL SIGKILL: round ", round, ": ", done, " steps, in flight ",
                         took_after ? "kept" : "lost or none", "; ", Summary(model));
     }
   }
   CHECK(steps_done > 0);
-  if (crashtest::Verbosity() >= 1) {
-    crashtest::Report("[crash] DDL SIGKILL: seed ", seed, ", ", kills, " kills, ", steps_done,
+  if (testing::Verbosity() >= 1) {
+    testing::Report("[crash] DDL SIGKILL: seed ", seed, ", ", kills, " kills, ", steps_done,
                       " steps (", kinds_done[Kind::kCreateTable], " tables created, ",
                       kinds_done[Kind::kDropTable], " dropped, ",
                       kinds_done[Kind::kCreateIndex] + kinds_done[Kind::kSetIndexActive],
@@ -529,11 +529,11 @@ TEST_CASE("ddl crash: SIGKILL at random moments of DDL mixed with writes and col
 TEST_CASE("ddl crash: power loss at a random write of DDL mixed with writes and collectors "
           "(unsynced writes reordered and torn)",
           "[crash][ddl]") {
-  const uint64_t seed = crashtest::AnnounceSeed("DDL power loss", 0xDD1C9A5Bull);
-  const uint64_t runs = crashtest::EnvU64("EMBER_DDL_CRASH_POWER_RUNS", 20);
+  const uint64_t seed = testing::AnnounceSeed("DDL power loss", 0xDD1C9A5Bull);
+  const uint64_t runs = testing::EnvU64("EMBER_DDL_CRASH_POWER_RUNS", 20);
   std::mt19937_64 rng(seed);
   const uint32_t page_size = DrawPageSize(rng);
-  crashtest::ScratchDir dir("ember-ddl-power");
+  testing::ScratchDir dir("ember-ddl-power");
   REQUIRE(dir.ok());
   // A template with some tables, indexes and rows, so the rounds start from a populated file.
   const std::string tmpl = dir.File("template.edb");
@@ -564,8 +564,8 @@ TEST_CASE("ddl crash: power loss at a random write of DDL mixed with writes and 
     const uint64_t child_seed = rng();
     const uint64_t at = 1 + rng() % max_writes;
     CAPTURE(round, child_seed, at, page_size, opts.use_io_uring);
-    crashtest::PowerLossDb p =
-        crashtest::OpenPowerLossDb(path, opts, crashtest::LossModel::kReorder, /*create=*/false);
+    testing::PowerLossDb p =
+        testing::OpenPowerLossDb(path, opts, testing::LossModel::kReorder, /*create=*/false);
     p.reorder->CutPowerAtWrite(at);
     std::mt19937_64 steps(child_seed);
     Model m = start;
@@ -593,16 +593,16 @@ TEST_CASE("ddl crash: power loss at a random write of DDL mixed with writes and 
     (void)CheckReopened(path, DdlCrashOptions(page_size), before, in_flight, &unreachable,
                         &took_after);
     in_flight_kept += took_after ? 1 : 0;
-    if (crashtest::Verbosity() >= 2) {
-      crashtest::Report("DDL power loss: round ", round, ", write ", at, ": ", done, " steps, ",
+    if (testing::Verbosity() >= 2) {
+      testing::Report("DDL power loss: round ", round, ", write ", at, ": ", done, " steps, ",
                         reverted, " page versions reverted, in flight ",
                         took_after ? "kept" : "lost or none");
     }
   }
   INFO(cut << " of " << runs << " rounds lost power before the workload ended");
   CHECK(cut * 2 > runs);
-  if (crashtest::Verbosity() >= 1) {
-    crashtest::Report("[crash] DDL power loss: seed ", seed, ", ", runs, " runs, ", cut,
+  if (testing::Verbosity() >= 1) {
+    testing::Report("[crash] DDL power loss: seed ", seed, ", ", runs, " runs, ", cut,
                       " cut in the middle, ", in_flight_kept, " steps in flight kept, ",
                       unreachable, " unreachable pages freed");
   }

@@ -8,15 +8,15 @@
 #include <string>
 
 #include "ember/ember.h"
-#include "tests/crash/child_process.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {
 
-using crashtest::ChildLink;
-using crashtest::OkOrDie;
-using crashtest::ValueOrDie;
+using testing::ChildLink;
+using testing::OkOrDie;
+using testing::ValueOrDie;
 
 constexpr int64_t kRows = 150000;
 
@@ -53,7 +53,7 @@ TEST_CASE("index build crash: SIGKILL during CREATE INDEX leaves no index or the
     const int delay_ms = static_cast<int>(rng() % 400);
     INFO("round " << round << ", kill after " << delay_ms << " ms");
     const std::string path = tmp.path();
-    crashtest::ForkAndKill(
+    testing::ForkAndKill(
         [&](const ChildLink& link) {
           auto db = ValueOrDie(Database::Open(path, BuildOptions()), "open");
           const char ready = 'R';

@@ -26,17 +26,17 @@
 #include <vector>
 
 #include "ember/ember.h"
-#include "tests/crash/child_process.h"
-#include "tests/crash/crash_util.h"
-#include "tests/db/big_table.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/big_table.h"
+#include "tests/support/child_process.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {
 
-using crashtest::ChildLink;
-using crashtest::OkOrDie;
-using crashtest::ValueOrDie;
+using testing::ChildLink;
+using testing::OkOrDie;
+using testing::ValueOrDie;
 
 constexpr int64_t kRows = 2000;
 constexpr int kTouched = 40;
@@ -153,13 +153,13 @@ void CheckReopened(const std::string& path, const std::vector<uint64_t>& sure,
 TEST_CASE("sweep crash: power loss at a random write during sweeps beside writers (unsynced "
           "writes reordered)",
           "[crash][sweep]") {
-  const uint64_t seed = crashtest::AnnounceSeed("sweep power loss", 0x5eed5);
+  const uint64_t seed = testing::AnnounceSeed("sweep power loss", 0x5eed5);
   std::mt19937_64 rng(seed);
-  crashtest::ScratchDir dir("ember-sweep-crash");
+  testing::ScratchDir dir("ember-sweep-crash");
   REQUIRE(dir.ok());
   const std::string tmpl = dir.File("template.edb");
   MakeTemplate(tmpl);
-  const uint64_t runs = crashtest::EnvU64("EMBER_SWEEP_CRASH_POWER_RUNS", 16);
+  const uint64_t runs = testing::EnvU64("EMBER_SWEEP_CRASH_POWER_RUNS", 16);
   uint64_t cut = 0;
   for (uint64_t round = 0; round < runs; ++round) {
     const std::string path = dir.File("round.edb");
@@ -167,8 +167,8 @@ TEST_CASE("sweep crash: power loss at a random write during sweeps beside writer
     std::filesystem::copy_file(tmpl, path);
     const uint64_t at = 1 + rng() % 700;
     INFO("round " << round << ": the power goes at write " << at);
-    crashtest::PowerLossDb p =
-        crashtest::OpenPowerLossDb(path, SweepCrashOptions(), crashtest::LossModel::kReorder,
+    testing::PowerLossDb p =
+        testing::OpenPowerLossDb(path, SweepCrashOptions(), testing::LossModel::kReorder,
                                    /*create=*/false);
     Database* db = p.db.get();
     Table t = VALUE_OR_FAIL(db->GetTable("big"));
@@ -191,8 +191,8 @@ TEST_CASE("sweep crash: power loss at a random write during sweeps beside writer
     p.db->TEST_SimulateCrash();
     const uint64_t reverted = p.LosePower(rng);
     p.db.reset();
-    if (crashtest::Verbosity() >= 2) {
-      crashtest::Report("sweep power loss: round ", round, ", write ", at, ": ", sure.size(),
+    if (testing::Verbosity() >= 2) {
+      testing::Report("sweep power loss: round ", round, ", write ", at, ": ", sure.size(),
                         " committed, ", maybe ? "one in doubt, " : "", reverted,
                         " page versions reverted");
     }
@@ -200,37 +200,37 @@ TEST_CASE("sweep crash: power loss at a random write during sweeps beside writer
   }
   INFO(cut << " of " << runs << " rounds lost power before the workload ended");
   CHECK(cut * 2 > runs);
-  if (crashtest::Verbosity() >= 1) {
-    crashtest::Report("[crash] sweep power loss: seed ", seed, ", ", runs, " runs, ", cut,
+  if (testing::Verbosity() >= 1) {
+    testing::Report("[crash] sweep power loss: seed ", seed, ", ", runs, " runs, ", cut,
                       " cut in the middle");
   }
 }
 
 TEST_CASE("sweep crash: SIGKILL at random moments of sweeps beside writers",
           "[crash][fork][sweep]") {
-  const uint64_t seed = crashtest::AnnounceSeed("sweep SIGKILL", 0x5eed6);
+  const uint64_t seed = testing::AnnounceSeed("sweep SIGKILL", 0x5eed6);
   std::mt19937_64 rng(seed);
-  crashtest::ScratchDir dir("ember-sweep-kill");
+  testing::ScratchDir dir("ember-sweep-kill");
   REQUIRE(dir.ok());
   const std::string path = dir.File("kill.edb");
   const std::string log = dir.File("tags.log");
   MakeTemplate(path);
   std::vector<uint64_t> sure;  // committed before this round's child started
   uint64_t next_tag = 1;
-  const uint64_t kills = crashtest::EnvU64("EMBER_SWEEP_CRASH_KILLS", 8);
+  const uint64_t kills = testing::EnvU64("EMBER_SWEEP_CRASH_KILLS", 8);
   for (uint64_t round = 0; round < kills; ++round) {
     const int delay_ms = 20 + static_cast<int>(rng() % 300);
     INFO("round " << round << ", kill after " << delay_ms << " ms");
     std::filesystem::remove(log);
     const uint64_t first_tag = next_tag;
-    crashtest::ForkAndKill(
+    testing::ForkAndKill(
         [&](const ChildLink& link) {
           auto db = ValueOrDie(Database::Open(path, SweepCrashOptions()), "open");
           Table t = ValueOrDie(db->GetTable("big"), "table");
           const std::vector<RecordId> ids = RecordIds(db.get(), t);
-          if (ids.size() != static_cast<size_t>(kRows)) crashtest::ChildDie("record ids");
+          if (ids.size() != static_cast<size_t>(kRows)) testing::ChildDie("record ids");
           const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-          if (fd < 0) crashtest::ChildDie("side log");
+          if (fd < 0) testing::ChildDie("side log");
           const char ready = 'R';
           ssize_t ignored = ::write(link.ready_fd, &ready, 1);
           (void)ignored;
@@ -238,7 +238,7 @@ TEST_CASE("sweep crash: SIGKILL at random moments of sweeps beside writers",
           for (uint64_t tag = first_tag; tag < first_tag + 100000; ++tag) {
             if (::getppid() != link.parent) ::_exit(0);
             const bool commit = tag % 3 != 0;
-            if (commit) crashtest::AppendDurablyOrDie(fd, std::to_string(tag) + "\n");
+            if (commit) testing::AppendDurablyOrDie(fd, std::to_string(tag) + "\n");
             OkOrDie(WriteTag(db.get(), t, ids, tag, commit), "write");
             if (tag % 2 == 0) OkOrDie(db->Sweep().status(), "sweep");
           }
@@ -257,8 +257,8 @@ TEST_CASE("sweep crash: SIGKILL at random moments of sweeps beside writers",
       logged.pop_back();
     }
     sure.insert(sure.end(), logged.begin(), logged.end());
-    if (crashtest::Verbosity() >= 2) {
-      crashtest::Report("sweep SIGKILL: round ", round, ": ", sure.size(), " committed so far");
+    if (testing::Verbosity() >= 2) {
+      testing::Report("sweep SIGKILL: round ", round, ": ", sure.size(), " committed so far");
     }
     CheckReopened(path, sure, maybe);
     // Whether the tag in doubt committed: the rows say (CheckReopened accepted either).
@@ -274,8 +274,8 @@ TEST_CASE("sweep crash: SIGKILL at random moments of sweeps beside writers",
     }
     next_tag = first_tag + 100000;  // no child gets that far
   }
-  if (crashtest::Verbosity() >= 1) {
-    crashtest::Report("[crash] sweep SIGKILL: seed ", seed, ", ", kills, " kills, ", sure.size(),
+  if (testing::Verbosity() >= 1) {
+    testing::Report("[crash] sweep SIGKILL: seed ", seed, ", ", kills, " kills, ", sure.size(),
                       " transactions committed");
   }
 }

@@ -2,7 +2,7 @@
 // write must be whole 4096- or 512-byte units, some new and some old; ReorderFile must leave such
 // pages in the file after a power loss, whichever path (pwrite, io_uring) wrote them; and a
 // database page torn that way must fail its checksum: only the doublewrite area's repair at open
-// (tests/db/torn_page_test.cc, the crash tests) makes such a page whole again.
+// (tests/crash/torn_page_test.cc, the crash tests) makes such a page whole again.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,11 +13,11 @@
 
 #include "engine/io/file.h"
 #include "engine/page/page.h"
-#include "tests/crash/crash_util.h"
-#include "tests/crash/reorder_file.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/reorder_file.h"
+#include "tests/support/temp_dir.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 namespace {
 
 // Per unit of `torn`: 1 when it equals `after` there, 0 when it equals `before`, -1 otherwise.
@@ -183,4 +183,4 @@ TEST_CASE("tear model: a database page torn at a 4096 or 512 boundary fails its 
 }
 
 }  // namespace
-}  // namespace ember::crashtest
+}  // namespace ember::testing

@@ -25,7 +25,7 @@
 #include "engine/page/page.h"
 #include "engine/page/tip.h"
 #include "engine/record/record_format.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

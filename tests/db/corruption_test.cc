@@ -38,9 +38,9 @@
 #include "engine/page/page.h"
 #include "engine/page/pointer_page.h"
 #include "engine/util/coding.h"
-#include "tests/crash/crash_util.h"
-#include "tests/db/db_test_util.h"
-#include "tests/io/pass_through_file.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/db_util.h"
+#include "tests/support/pass_through_file.h"
 
 namespace ember {
 namespace {
@@ -496,7 +496,7 @@ struct Base {
   std::map<std::string, std::vector<uint32_t>> by_class;  // the pages a round may pick
 };
 
-void Measure(const crashtest::ScratchDir& dir, Base* b, const Model& m, const Rids& rids) {
+void Measure(const testing::ScratchDir& dir, Base* b, const Model& m, const Rids& rids) {
   const std::string path = dir.File("measure.edb");
   testing::WriteFileBytes(path, b->bytes);
   b->live_copies = LiveCopies(b->bytes);
@@ -584,7 +584,7 @@ struct Tally {
 };
 
 // Damages one page of `b` and checks everything; problems go to `problems`.
-void Round(const crashtest::ScratchDir& dir, const Base& b, Kind kind, std::mt19937_64& rng,
+void Round(const testing::ScratchDir& dir, const Base& b, Kind kind, std::mt19937_64& rng,
            std::string* cls_out, Tally* tally, std::vector<std::string>* problems) {
   // A page type first, then a page of it: every type gets its share however many pages it has.
   auto cls_it = b.by_class.begin();
@@ -734,9 +734,9 @@ void Round(const crashtest::ScratchDir& dir, const Base& b, Kind kind, std::mt19
 TEST_CASE("corruption: bit flips and torn pages in every page type are repaired or DataLoss "
           "naming the page and the rest stays readable",
           "[crash][errors][doublewrite]") {
-  const uint64_t seed = crashtest::AnnounceSeed("corruption", 0xc0447u);
-  const uint64_t rounds = crashtest::EnvU64("EMBER_CORRUPT_ROUNDS", 150);
-  crashtest::ScratchDir dir("ember-corrupt");
+  const uint64_t seed = testing::AnnounceSeed("corruption", 0xc0447u);
+  const uint64_t rounds = testing::EnvU64("EMBER_CORRUPT_ROUNDS", 150);
+  testing::ScratchDir dir("ember-corrupt");
   REQUIRE(dir.ok());
 
   // The history: a first database closed cleanly (flips go into it), then one more committed
@@ -813,14 +813,14 @@ TEST_CASE("corruption: bit flips and torn pages in every page type are repaired 
       FAIL_CHECK(msg);
     }
   }
-  if (crashtest::Verbosity() >= 1) {
+  if (testing::Verbosity() >= 1) {
     for (const auto& [key, t] : tallies) {
-      crashtest::Report("[corrupt] ", key.first, " / ", key.second, ": ", t.rounds, " rounds, ",
+      testing::Report("[corrupt] ", key.first, " / ", key.second, ": ", t.rounds, " rounds, ",
                         t.detected, " DataLoss, ", t.repaired, " repaired, ", t.open_refused,
                         " open refused, ", t.unread, " unread");
     }
   }
-  crashtest::Report("[corrupt] ", rounds, " rounds (seed ", seed, "): ", total.detected,
+  testing::Report("[corrupt] ", rounds, " rounds (seed ", seed, "): ", total.detected,
                     " corruptions detected (DataLoss naming the page; ", total.open_refused,
                     " of them by Open), ", total.repaired, " torn pages repaired, ", total.unread,
                     " in pages nothing reads; ", total.paths_failed, " reads failed, ",

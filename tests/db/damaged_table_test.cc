@@ -17,7 +17,7 @@
 #include "engine/db/database_impl.h"
 #include "engine/page/page.h"
 #include "engine/util/coding.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

@@ -14,7 +14,7 @@
 #include "engine/page/data_page.h"
 #include "engine/page/doublewrite_page.h"
 #include "engine/page/page.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

@@ -12,8 +12,8 @@
 #include "engine/cache/page_space.h"
 #include "engine/db/database_impl.h"
 #include "engine/db/garbage_collector.h"
-#include "tests/db/damage_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/damage_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

@@ -18,8 +18,8 @@
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
 #include "engine/index/btree.h"
-#include "tests/db/db_test_util.h"
-#include "tests/db/fault_db.h"
+#include "tests/support/db_util.h"
+#include "tests/support/fault_db.h"
 
 namespace ember {
 namespace {

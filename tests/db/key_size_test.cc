@@ -7,7 +7,7 @@
 #include <string>
 
 #include "ember/ember.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

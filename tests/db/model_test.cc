@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "ember/ember.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

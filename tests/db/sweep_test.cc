@@ -17,9 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
-#include "tests/db/big_table.h"
-#include "tests/db/db_test_util.h"
-#include "tests/db/fault_db.h"
+#include "tests/support/big_table.h"
+#include "tests/support/db_util.h"
+#include "tests/support/fault_db.h"
 
 namespace ember {
 namespace {

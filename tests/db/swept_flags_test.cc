@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
-#include "tests/db/big_table.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/big_table.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

@@ -21,8 +21,8 @@
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
 #include "engine/io/file.h"
-#include "tests/db/db_test_util.h"
-#include "tests/io/pass_through_file.h"
+#include "tests/support/db_util.h"
+#include "tests/support/pass_through_file.h"
 
 namespace ember {
 namespace {

@@ -10,7 +10,7 @@
 #include "engine/db/database_impl.h"
 #include "engine/page/blob_page.h"
 #include "engine/util/coding.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/db_util.h"
 
 namespace ember {
 namespace {

@@ -12,8 +12,10 @@
 // fuzzer look for the short, odd sequences a random walk rarely takes.
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -169,6 +171,75 @@ Value ToValue(const KVal& v) {
   if (v.index() == 1) return Value(std::get<int64_t>(v));
   if (v.index() == 2) return Value(std::get<std::string>(v));
   return Value();
+}
+
+// ---------------------------------------------------------------- operations
+
+// What one step of a program does; the step's first byte picks it (kOpOfByte), the bytes after
+// it are its arguments.
+enum class Op : uint8_t {
+  kCreateTable,
+  kCreateIndex,  // [UNIQUE], on a table that may hold rows
+  kDropIndex,
+  kDropTable,
+  kInsert,
+  kUpdate,
+  kDelete,
+  kGet,
+  kScan,
+  kIndexRange,
+  kLookup,
+  kSavepoint,
+  kReleaseSavepoint,
+  kRollbackToSavepoint,
+  kBlob,
+  kCommit,
+  kRollback,
+  kReopen,
+  kMaintenance,  // the collector, a sweep, Validate
+  kBadRow,       // a row the schema refuses
+  kCopiedKey,    // an insert or update to another row's key
+};
+
+// The op of each value of a step's first byte, taken modulo kOpCount: inserts have three values
+// and updates two, so that programs write more than they read. The seed corpus
+// (tests/fuzz/corpus/api) and every input the fuzzer keeps are written in these values: a
+// change to the table, its length included, changes what they mean.
+constexpr Op kOpOfByte[] = {
+    Op::kCreateTable,          // 0
+    Op::kCreateIndex,          // 1
+    Op::kDropIndex,            // 2
+    Op::kDropTable,            // 3
+    Op::kInsert,               // 4
+    Op::kInsert,               // 5
+    Op::kInsert,               // 6
+    Op::kUpdate,               // 7
+    Op::kUpdate,               // 8
+    Op::kDelete,               // 9
+    Op::kGet,                  // 10
+    Op::kScan,                 // 11
+    Op::kIndexRange,           // 12
+    Op::kLookup,               // 13
+    Op::kSavepoint,            // 14
+    Op::kReleaseSavepoint,     // 15
+    Op::kRollbackToSavepoint,  // 16
+    Op::kBlob,                 // 17
+    Op::kCommit,               // 18
+    Op::kRollback,             // 19
+    Op::kReopen,               // 20
+    Op::kMaintenance,          // 21
+    Op::kBadRow,               // 22
+    Op::kCopiedKey,            // 23
+};
+constexpr uint8_t kOpCount = std::size(kOpOfByte);
+static_assert(kOpCount == 24, "the corpus is written for these 24 values");
+
+// The first byte value that means `op` (what the seeds write).
+constexpr uint8_t ByteOf(Op op) {
+  for (uint8_t b = 0; b < kOpCount; ++b) {
+    if (kOpOfByte[b] == op) return b;
+  }
+  return kOpCount;  // not reached: every op has a value
 }
 
 // ---------------------------------------------------------------- the model
@@ -576,9 +647,9 @@ class Runner {
   }
 
   void Step(fuzz::Input& in) {
-    const uint8_t op = in.Byte() % 24;
+    const Op op = kOpOfByte[in.Byte() % kOpCount];
     switch (op) {
-      case 0: {  // CREATE TABLE (the slot's name may be taken)
+      case Op::kCreateTable: {  // the slot's name may be taken
         const int t = in.Byte() % kTables;
         if (AnyActive()) break;
         std::vector<Column> cols = {{"id", ColumnType::kInt64, false},
@@ -598,7 +669,7 @@ class Runner {
         }
         break;
       }
-      case 1: {  // CREATE [UNIQUE] INDEX on a table that may hold rows
+      case Op::kCreateIndex: {
         const int t = in.Byte() % kTables;
         const int kind = in.Byte() % 3;
         const bool unique = in.Byte() & 1;
@@ -647,7 +718,7 @@ class Runner {
         CheckCommitted("after " + what);
         break;
       }
-      case 2: {  // DROP INDEX
+      case Op::kDropIndex: {
         const int t = in.Byte() % kTables;
         const int kind = in.Byte() % 3;
         if (AnyActive()) break;
@@ -663,7 +734,7 @@ class Runner {
         }
         break;
       }
-      case 3: {  // DROP TABLE
+      case Op::kDropTable: {
         const int t = in.Byte() % kTables;
         if (AnyActive()) break;
         const absl::Status s = db_->DropTable(TableName(t));
@@ -681,9 +752,7 @@ class Runner {
         }
         break;
       }
-      case 4:
-      case 5:
-      case 6: {  // INSERT
+      case Op::kInsert: {
         const uint8_t a = in.Byte();
         const int i = a & 1, t = (a >> 1) % kTables;
         const MRow row = RowFrom(in);
@@ -691,8 +760,7 @@ class Runner {
         Insert(i, t, row, BlobId{}, "Insert into " + TableName(t));
         break;
       }
-      case 7:
-      case 8: {  // UPDATE, keeping the record's BLOB
+      case Op::kUpdate: {  // keeping the record's BLOB
         const uint8_t a = in.Byte(), b = in.Byte();
         const int i = a & 1, t = (a >> 1) % kTables;
         MRow row = RowFrom(in);
@@ -709,7 +777,7 @@ class Runner {
         Update(i, t, *rec, row, blob, "Update in " + TableName(t));
         break;
       }
-      case 9: {  // DELETE
+      case Op::kDelete: {
         const uint8_t a = in.Byte(), b = in.Byte();
         const int i = a & 1, t = (a >> 1) % kTables;
         if (!defs_[t].exists) break;
@@ -725,7 +793,7 @@ class Runner {
         if (s.ok()) x.pending[t][*rec] = std::nullopt;
         break;
       }
-      case 10: {  // GET, of a record seen or gone
+      case Op::kGet: {  // of a record seen or gone
         const uint8_t a = in.Byte(), b = in.Byte();
         const int i = a & 1, t = (a >> 1) % kTables;
         if (!defs_[t].exists || known_[t].empty()) break;
@@ -746,7 +814,7 @@ class Runner {
         }
         break;
       }
-      case 11: {  // SCAN
+      case Op::kScan: {
         const uint8_t a = in.Byte();
         const int i = a & 1, t = (a >> 1) % kTables;
         if (!defs_[t].exists) break;
@@ -754,7 +822,7 @@ class Runner {
         CheckRows(x.tx.get(), t, View(x, t), "tx" + std::to_string(i));
         break;
       }
-      case 12: {  // INDEX RANGE SCAN, bounds of any prefix length, either direction
+      case Op::kIndexRange: {  // bounds of any prefix length, either direction
         const uint8_t a = in.Byte(), b = in.Byte(), c = in.Byte();
         const int i = a & 1, t = (a >> 1) % kTables;
         auto bound = [&](int kind, int len) {
@@ -780,7 +848,7 @@ class Runner {
         CheckIndexScan(x.tx.get(), ix, View(x, t), lo, hi, (c / 9) & 1, "tx" + std::to_string(i));
         break;
       }
-      case 13: {  // LOOKUP of a full key
+      case Op::kLookup: {  // of a full key
         const uint8_t a = in.Byte(), b = in.Byte(), v1 = in.Byte(), v2 = in.Byte();
         const int i = a & 1, t = (a >> 1) % kTables;
         if (!defs_[t].exists || defs_[t].indexes.empty()) break;
@@ -810,14 +878,14 @@ class Runner {
         }
         break;
       }
-      case 14:
-      case 15:
-      case 16: {  // SAVEPOINT / RELEASE / ROLLBACK TO
+      case Op::kSavepoint:
+      case Op::kReleaseSavepoint:
+      case Op::kRollbackToSavepoint: {
         const uint8_t a = in.Byte();
         const int i = a & 1;
         const std::string name = "sp" + std::to_string((a >> 1) % 3);
         Tx& x = Ensure(i);
-        if (op == 14) {
+        if (op == Op::kSavepoint) {
           MustOk(x.tx->Savepoint(name), "Savepoint " + name);
           for (SavepointState& sp : x.savepoints) {
             if (sp.name == name) sp.name.clear();
@@ -829,11 +897,14 @@ class Runner {
         for (int j = static_cast<int>(x.savepoints.size()) - 1; j >= 0 && at < 0; --j) {
           if (x.savepoints[j].name == name) at = j;
         }
-        const absl::Status s = op == 15 ? x.tx->ReleaseSavepoint(name) : x.tx->RollbackToSavepoint(name);
-        const std::string what = std::string(op == 15 ? "ReleaseSavepoint " : "RollbackToSavepoint ") + name;
+        const bool release = op == Op::kReleaseSavepoint;
+        const absl::Status s =
+            release ? x.tx->ReleaseSavepoint(name) : x.tx->RollbackToSavepoint(name);
+        const std::string what =
+            std::string(release ? "ReleaseSavepoint " : "RollbackToSavepoint ") + name;
         Expect(s, {at < 0 ? absl::StatusCode::kNotFound : absl::StatusCode::kOk}, what);
         if (at < 0) break;
-        if (op == 15) {
+        if (release) {
           x.savepoints.resize(at);
         } else {
           x.pending = x.savepoints[at].pending;
@@ -842,25 +913,25 @@ class Runner {
         }
         break;
       }
-      case 17: {  // a BLOB made one of several ways, into a new row or an existing one
+      case Op::kBlob: {  // made one of several ways, into a new row or an existing one
         const uint8_t a = in.Byte(), sz = in.Byte(), how = in.Byte(), seed = in.Byte(), b = in.Byte();
         const int i = a & 1, t = (a >> 1) % kTables;
         if (!defs_[t].exists) break;
         BlobOp(i, t, kBlobSizes[sz % std::size(kBlobSizes)], how, seed, b);
         break;
       }
-      case 18:
-      case 19: {  // COMMIT / ROLLBACK
+      case Op::kCommit:
+      case Op::kRollback: {
         const int i = in.Byte() & 1;
         if (!txs_[i].tx) break;
-        if (op == 18) Commit(i);
+        if (op == Op::kCommit) Commit(i);
         else Rollback(i);
         break;
       }
-      case 20:
+      case Op::kReopen:
         Reopen();
         break;
-      case 21: {  // the collector, a sweep, Validate: none changes what anyone sees
+      case Op::kMaintenance: {  // none of them changes what anyone sees
         const uint8_t a = in.Byte() % 3;
         if (a == 0) MustOk(db_->CollectGarbage(), "CollectGarbage");
         if (a == 1) {
@@ -883,7 +954,7 @@ class Runner {
         }
         break;
       }
-      case 22: {  // a row the schema refuses: InvalidArgument, nothing changed
+      case Op::kBadRow: {  // InvalidArgument, nothing changed
         const uint8_t a = in.Byte(), kind = in.Byte() % 5;
         const int i = a & 1, t = (a >> 1) % kTables;
         if (!defs_[t].exists) break;
@@ -904,7 +975,7 @@ class Runner {
         }
         break;
       }
-      case 23: {  // INSERT of another row's key: unique violations and conflicts
+      case Op::kCopiedKey: {  // unique violations and conflicts
         const uint8_t a = in.Byte(), b = in.Byte(), c = in.Byte();
         const int i = a & 1, t = (a >> 1) % kTables;
         if (!defs_[t].exists) break;
@@ -1075,8 +1146,10 @@ class Runner {
 
 struct Prog {
   std::string bytes;
-  Prog& Op(std::initializer_list<int> b) {
-    for (int x : b) bytes += static_cast<char>(x);
+  // One step: the op's byte, then its argument bytes.
+  Prog& Call(Op op, std::initializer_list<int> args = {}) {
+    bytes += static_cast<char>(ByteOf(op));
+    for (int x : args) bytes += static_cast<char>(x);
     return *this;
   }
   // a byte: transaction i, table t
@@ -1087,61 +1160,84 @@ std::vector<std::string> Seeds() {
   std::vector<std::string> out;
   {  // tables, indexes, rows, reads, commit, reopen
     Prog p;
-    p.Op({0, 0}).Op({0, 1}).Op({1, 0, 0, 0}).Op({1, 0, 1, 1});
-    for (int r = 0; r < 8; ++r) p.Op({4, Prog::A(0, 0), r, r, r + 1});
-    p.Op({4, Prog::A(0, 1), 9, 8, 0});
-    p.Op({10, Prog::A(0, 0), 3}).Op({11, Prog::A(0, 0)}).Op({12, Prog::A(0, 0), 0, 1 + 3 * 1, 2, 5});
-    p.Op({13, Prog::A(0, 0), 1, 4, 5});
-    p.Op({18, 0}).Op({20}).Op({11, Prog::A(1, 0)}).Op({7, Prog::A(1, 0), 2, 50, 6, 7});
-    p.Op({9, Prog::A(1, 0), 4}).Op({19, 1}).Op({7, Prog::A(0, 0), 1, 60, 3, 3}).Op({18, 0});
+    p.Call(Op::kCreateTable, {0}).Call(Op::kCreateTable, {1}).Call(Op::kCreateIndex, {0, 0, 0});
+    p.Call(Op::kCreateIndex, {0, 1, 1});
+    for (int r = 0; r < 8; ++r) p.Call(Op::kInsert, {Prog::A(0, 0), r, r, r + 1});
+    p.Call(Op::kInsert, {Prog::A(0, 1), 9, 8, 0});
+    p.Call(Op::kGet, {Prog::A(0, 0), 3}).Call(Op::kScan, {Prog::A(0, 0)});
+    p.Call(Op::kIndexRange, {Prog::A(0, 0), 0, 1 + 3 * 1, 2, 5});
+    p.Call(Op::kLookup, {Prog::A(0, 0), 1, 4, 5});
+    p.Call(Op::kCommit, {0}).Call(Op::kReopen).Call(Op::kScan, {Prog::A(1, 0)});
+    p.Call(Op::kUpdate, {Prog::A(1, 0), 2, 50, 6, 7});
+    p.Call(Op::kDelete, {Prog::A(1, 0), 4}).Call(Op::kRollback, {1});
+    p.Call(Op::kUpdate, {Prog::A(0, 0), 1, 60, 3, 3}).Call(Op::kCommit, {0});
     out.push_back(p.bytes);
   }
   {  // unique index: duplicates refused, freed keys taken again; CreateIndex over duplicates
     Prog p;
-    p.Op({0, 0}).Op({1, 0, 0, 1}).Op({1, 0, 2, 1});
-    p.Op({4, Prog::A(0, 0), 1, 3, 2}).Op({4, Prog::A(0, 0), 2, 3, 2}).Op({23, Prog::A(0, 0), 0, 4});
-    p.Op({9, Prog::A(0, 0), 0}).Op({4, Prog::A(0, 0), 3, 3, 2}).Op({18, 0});
-    p.Op({4, Prog::A(0, 0), 4, 5, 1}).Op({4, Prog::A(0, 0), 5, 5, 9}).Op({18, 0});
-    p.Op({1, 0, 1, 1}).Op({4, Prog::A(0, 0), 6, 6, 10}).Op({18, 0}).Op({2, 0, 0}).Op({3, 0});
+    p.Call(Op::kCreateTable, {0}).Call(Op::kCreateIndex, {0, 0, 1});
+    p.Call(Op::kCreateIndex, {0, 2, 1});
+    p.Call(Op::kInsert, {Prog::A(0, 0), 1, 3, 2}).Call(Op::kInsert, {Prog::A(0, 0), 2, 3, 2});
+    p.Call(Op::kCopiedKey, {Prog::A(0, 0), 0, 4});
+    p.Call(Op::kDelete, {Prog::A(0, 0), 0}).Call(Op::kInsert, {Prog::A(0, 0), 3, 3, 2});
+    p.Call(Op::kCommit, {0});
+    p.Call(Op::kInsert, {Prog::A(0, 0), 4, 5, 1}).Call(Op::kInsert, {Prog::A(0, 0), 5, 5, 9});
+    p.Call(Op::kCommit, {0});
+    p.Call(Op::kCreateIndex, {0, 1, 1}).Call(Op::kInsert, {Prog::A(0, 0), 6, 6, 10});
+    p.Call(Op::kCommit, {0}).Call(Op::kDropIndex, {0, 0}).Call(Op::kDropTable, {0});
     out.push_back(p.bytes);
   }
   {  // two writers: update conflicts, a key held by an uncommitted insert, snapshots
     Prog p;
-    p.Op({0, 0}).Op({1, 0, 0, 1});
-    for (int r = 0; r < 4; ++r) p.Op({4, Prog::A(0, 0), r, r, 2});
-    p.Op({18, 0});
-    p.Op({7, Prog::A(0, 0), 1, 9, 1, 3}).Op({11, Prog::A(1, 0)}).Op({7, Prog::A(1, 0), 1, 9, 2, 3});
-    p.Op({4, Prog::A(1, 0), 7, 1, 2}).Op({23, Prog::A(1, 0), 0, 2});
-    p.Op({18, 0}).Op({9, Prog::A(1, 0), 1}).Op({10, Prog::A(1, 0), 1}).Op({19, 1});
-    p.Op({4, Prog::A(0, 0), 8, 6, 3}).Op({4, Prog::A(1, 0), 9, 6, 3}).Op({18, 1}).Op({18, 0});
+    p.Call(Op::kCreateTable, {0}).Call(Op::kCreateIndex, {0, 0, 1});
+    for (int r = 0; r < 4; ++r) p.Call(Op::kInsert, {Prog::A(0, 0), r, r, 2});
+    p.Call(Op::kCommit, {0});
+    p.Call(Op::kUpdate, {Prog::A(0, 0), 1, 9, 1, 3}).Call(Op::kScan, {Prog::A(1, 0)});
+    p.Call(Op::kUpdate, {Prog::A(1, 0), 1, 9, 2, 3});
+    p.Call(Op::kInsert, {Prog::A(1, 0), 7, 1, 2}).Call(Op::kCopiedKey, {Prog::A(1, 0), 0, 2});
+    p.Call(Op::kCommit, {0}).Call(Op::kDelete, {Prog::A(1, 0), 1});
+    p.Call(Op::kGet, {Prog::A(1, 0), 1}).Call(Op::kRollback, {1});
+    p.Call(Op::kInsert, {Prog::A(0, 0), 8, 6, 3}).Call(Op::kInsert, {Prog::A(1, 0), 9, 6, 3});
+    p.Call(Op::kCommit, {1}).Call(Op::kCommit, {0});
     out.push_back(p.bytes);
   }
   {  // savepoints: nested, reused names, released, rolled back to
     Prog p;
-    p.Op({0, 0}).Op({1, 0, 1, 0});
-    p.Op({4, Prog::A(0, 0), 1, 1, 1}).Op({14, 0}).Op({4, Prog::A(0, 0), 2, 2, 2}).Op({14, 2});
-    p.Op({7, Prog::A(0, 0), 0, 3, 3, 3}).Op({14, 0}).Op({9, Prog::A(0, 0), 1}).Op({16, 0});
-    p.Op({15, 2}).Op({16, 0}).Op({16, 4}).Op({14, 4}).Op({4, Prog::A(0, 0), 5, 5, 5}).Op({15, 4});
-    p.Op({11, Prog::A(0, 0)}).Op({18, 0});
+    p.Call(Op::kCreateTable, {0}).Call(Op::kCreateIndex, {0, 1, 0});
+    p.Call(Op::kInsert, {Prog::A(0, 0), 1, 1, 1}).Call(Op::kSavepoint, {0});
+    p.Call(Op::kInsert, {Prog::A(0, 0), 2, 2, 2}).Call(Op::kSavepoint, {2});
+    p.Call(Op::kUpdate, {Prog::A(0, 0), 0, 3, 3, 3}).Call(Op::kSavepoint, {0});
+    p.Call(Op::kDelete, {Prog::A(0, 0), 1}).Call(Op::kRollbackToSavepoint, {0});
+    p.Call(Op::kReleaseSavepoint, {2}).Call(Op::kRollbackToSavepoint, {0});
+    p.Call(Op::kRollbackToSavepoint, {4}).Call(Op::kSavepoint, {4});
+    p.Call(Op::kInsert, {Prog::A(0, 0), 5, 5, 5}).Call(Op::kReleaseSavepoint, {4});
+    p.Call(Op::kScan, {Prog::A(0, 0)}).Call(Op::kCommit, {0});
     out.push_back(p.bytes);
   }
   {  // BLOBs of each size, each way, in a plain and a compressed column; reopen
     Prog p;
-    p.Op({0, 0}).Op({0, 1});
-    for (int s = 0; s < 9; ++s) p.Op({17, Prog::A(0, s % 2), s, s % 3, 2 * s, 2 * s});
-    p.Op({17, Prog::A(0, 0), 7, 3, 1, 1}).Op({17, Prog::A(0, 1), 8, 4, 2, 0});
-    p.Op({17, Prog::A(0, 1), 6, 1, 3, 3});
-    p.Op({18, 0}).Op({20}).Op({7, Prog::A(0, 1), 0, 1, 1, 1}).Op({9, Prog::A(0, 0), 1});
-    p.Op({21, 0}).Op({18, 0}).Op({21, 1}).Op({21, 2}).Op({20});
+    p.Call(Op::kCreateTable, {0}).Call(Op::kCreateTable, {1});
+    for (int s = 0; s < 9; ++s) p.Call(Op::kBlob, {Prog::A(0, s % 2), s, s % 3, 2 * s, 2 * s});
+    p.Call(Op::kBlob, {Prog::A(0, 0), 7, 3, 1, 1}).Call(Op::kBlob, {Prog::A(0, 1), 8, 4, 2, 0});
+    p.Call(Op::kBlob, {Prog::A(0, 1), 6, 1, 3, 3});
+    p.Call(Op::kCommit, {0}).Call(Op::kReopen).Call(Op::kUpdate, {Prog::A(0, 1), 0, 1, 1, 1});
+    p.Call(Op::kDelete, {Prog::A(0, 0), 1});
+    p.Call(Op::kMaintenance, {0}).Call(Op::kCommit, {0}).Call(Op::kMaintenance, {1});
+    p.Call(Op::kMaintenance, {2}).Call(Op::kReopen);
     out.push_back(p.bytes);
   }
   {  // bad rows, long keys, reopen with a transaction open, gone records
     Prog p;
-    p.Op({0, 2}).Op({1, 2, 2, 0}).Op({1, 2, 1, 0});
-    p.Op({22, Prog::A(0, 2), 0}).Op({22, Prog::A(0, 2), 3}).Op({4, Prog::A(0, 2), 1, 1, 9});
-    p.Op({4, Prog::A(0, 2), 1, 1, 10}).Op({4, Prog::A(0, 2), 1, 8, 9}).Op({4, Prog::A(0, 2), 2, 2, 11});
-    p.Op({9, Prog::A(0, 2), 0}).Op({18, 0}).Op({4, Prog::A(1, 2), 3, 3, 3}).Op({20});
-    p.Op({7, Prog::A(0, 2), 7, 1, 1, 1}).Op({10, Prog::A(0, 2), 0}).Op({22, Prog::A(0, 2) | 0x80, 1});
+    p.Call(Op::kCreateTable, {2}).Call(Op::kCreateIndex, {2, 2, 0});
+    p.Call(Op::kCreateIndex, {2, 1, 0});
+    p.Call(Op::kBadRow, {Prog::A(0, 2), 0}).Call(Op::kBadRow, {Prog::A(0, 2), 3});
+    p.Call(Op::kInsert, {Prog::A(0, 2), 1, 1, 9});
+    p.Call(Op::kInsert, {Prog::A(0, 2), 1, 1, 10}).Call(Op::kInsert, {Prog::A(0, 2), 1, 8, 9});
+    p.Call(Op::kInsert, {Prog::A(0, 2), 2, 2, 11});
+    p.Call(Op::kDelete, {Prog::A(0, 2), 0}).Call(Op::kCommit, {0});
+    p.Call(Op::kInsert, {Prog::A(1, 2), 3, 3, 3}).Call(Op::kReopen);
+    p.Call(Op::kUpdate, {Prog::A(0, 2), 7, 1, 1, 1}).Call(Op::kGet, {Prog::A(0, 2), 0});
+    p.Call(Op::kBadRow, {Prog::A(0, 2) | 0x80, 1});
     out.push_back(p.bytes);
   }
   return out;

@@ -26,7 +26,7 @@
 #include "engine/page/btree_page.h"
 #include "engine/page/pip.h"
 #include "engine/util/key_encoding.h"
-#include "tests/engine_test_util.h"
+#include "tests/support/engine_util.h"
 
 namespace ember::index {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/io/fault_file.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/fault_file.h"
+#include "tests/support/temp_dir.h"
 
 using namespace ember::io;
 using ember::testing::TempDir;

@@ -12,7 +12,7 @@
 
 #include "engine/io/file.h"
 #include "engine/io/uring_writer.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 using namespace ember::io;
 using ember::testing::TempDir;

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "engine/io/temp_space.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 using ember::io::TempSpace;
 using ember::io::TempSpaceOptions;

@@ -12,7 +12,7 @@
 
 #include "engine/record/record_format.h"
 #include "engine/util/coding.h"
-#include "tests/engine_test_util.h"
+#include "tests/support/engine_util.h"
 
 using namespace ember;
 using namespace ember::record;

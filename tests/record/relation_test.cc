@@ -20,7 +20,7 @@
 #include "engine/record/record_format.h"
 #include "engine/record/relation.h"
 #include "engine/txn/txn_manager.h"
-#include "tests/engine_test_util.h"
+#include "tests/support/engine_util.h"
 
 using namespace ember;
 using cache::LatchMode;
@@ -145,7 +145,7 @@ struct RelEnv {
     return n;
   }
 
-  unit::TestDb db;
+  testing::TestDb db;
   std::unique_ptr<cache::PageSpace> space;
   std::unique_ptr<TxnManager> tm;
   PageNo tip = 0;

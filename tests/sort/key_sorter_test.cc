@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "engine/io/temp_space.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace ember::sort {
 namespace {

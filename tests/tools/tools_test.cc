@@ -19,9 +19,9 @@
 
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
-#include "tests/crash/child_process.h"
-#include "tests/db/damage_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/damage_util.h"
+#include "tests/support/db_util.h"
 
 extern char** environ;
 
@@ -274,13 +274,13 @@ TEST_CASE("tools: ember-fix -validate -mend frees what a killed writer leaked", 
     REQUIRE_OK(db->Close());
   }
   Options child_o = Reopen(o);
-  crashtest::ForkAndKill(
-      [&](const crashtest::ChildLink& link) {
-        auto db = crashtest::ValueOrDie(Database::Open(tmp.path(), child_o), "open");
-        auto tx = crashtest::ValueOrDie(db->Begin(), "begin");
-        auto blob = crashtest::ValueOrDie(tx->CreateBlob(), "blob");
+  testing::ForkAndKill(
+      [&](const testing::ChildLink& link) {
+        auto db = testing::ValueOrDie(Database::Open(tmp.path(), child_o), "open");
+        auto tx = testing::ValueOrDie(db->Begin(), "begin");
+        auto blob = testing::ValueOrDie(tx->CreateBlob(), "blob");
         // 100 pages through a 64-page cache: most are written (allocated in the PIP first).
-        crashtest::OkOrDie(blob->Write(std::string(400000, 'x')), "write");
+        testing::OkOrDie(blob->Write(std::string(400000, 'x')), "write");
         const char ready = 'R';
         ssize_t ignored = ::write(link.ready_fd, &ready, 1);
         (void)ignored;

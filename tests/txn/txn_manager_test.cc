@@ -15,7 +15,7 @@
 #include "engine/cache/page_space.h"
 #include "engine/page/tip.h"
 #include "engine/txn/txn_manager.h"
-#include "tests/engine_test_util.h"
+#include "tests/support/engine_util.h"
 
 using namespace ember;
 using cache::CacheOptions;
@@ -23,7 +23,7 @@ using cache::LatchMode;
 using cache::PageRef;
 using page::PageNo;
 using txn::TxnManager;
-using unit::TestDb;
+using testing::TestDb;
 
 namespace {
 
@@ -62,7 +62,7 @@ uint64_t BeginId(TxnManager& tm) { return VALUE_OR_FAIL(tm.Begin()).id; }
 // A page the transaction changes (so that its commit has something to write).
 PageNo TouchNewPage(TxnEnv& env, uint64_t txn, uint64_t stamp) {
   PageRef r = VALUE_OR_FAIL(env.space->Allocate(txn));
-  unit::FillPage(r.data(), kPs, r.page_no(), stamp);
+  testing::FillPage(r.data(), kPs, r.page_no(), stamp);
   r.Mark(txn);
   return r.page_no();
 }
@@ -165,11 +165,11 @@ TEST_CASE("txn: Commit writes the transaction's pages, syncs, then writes the TI
   const PageNo po = TouchNewPage(env, other, 3);
   env.db.file().ClearEvents();
   REQUIRE_OK(tm.Commit(t));
-  const std::vector<unit::IoEvent> ev = env.db.file().events();
-  INFO(unit::Describe(ev));
-  CHECK(unit::CheckBefore(ev, p1, tip, true) == "");
-  CHECK(unit::CheckBefore(ev, p2, tip, true) == "");
-  CHECK(unit::FirstWrite(ev, po) < 0);  // another transaction's page is not part of it
+  const std::vector<testing::IoEvent> ev = env.db.file().events();
+  INFO(testing::Describe(ev));
+  CHECK(testing::CheckBefore(ev, p1, tip, true) == "");
+  CHECK(testing::CheckBefore(ev, p2, tip, true) == "");
+  CHECK(testing::FirstWrite(ev, po) < 0);  // another transaction's page is not part of it
   REQUIRE(!ev.empty());
   CHECK(ev.back().sync);  // durable when Commit returns
   CHECK(DiskTipState(env.db, tip, t) == page::TxnState::kCommitted);
@@ -302,7 +302,7 @@ TEST_CASE("txn: group commit from 8 threads", "[txnmgr]") {
           absl::StatusOr<PageRef> r = env.space->Allocate(s->id);
           st = r.status();
           if (st.ok()) {
-            unit::FillPage(r->data(), kPs, r->page_no(), th);
+            testing::FillPage(r->data(), kPs, r->page_no(), th);
             r->Mark(s->id);
             r->Release();
             st = tm.Commit(s->id);

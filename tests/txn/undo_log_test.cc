@@ -13,7 +13,7 @@
 
 #include "engine/io/temp_space.h"
 #include "engine/txn/undo_log.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 using ember::io::TempSpace;
 using ember::io::TempSpaceOptions;

@@ -25,6 +25,7 @@ declare -A TINY=(
   [parallel_index]="--rows=20000 --workers=1,2 --temps=ram --spill_sort_memory_mb=0"
   [parallel_sweep]="--rows=5000 --workers=1,2"
   [sort_keys]="--entries=20000 --runs=1,2 --temps=ram"
+  [ycsb]="--records=2000 --operations=300 --max_scan_length=20 --runs=1"
 )
 
 if ! "$python" -c 'import matplotlib' 2>/dev/null; then

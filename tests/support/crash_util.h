@@ -1,27 +1,19 @@
-// The harness shared by the crash tests (crash_test.cc, blob_crash_test.cc): their environment
-// knobs, scratch space, assertions, the in-process power-loss file stack, and the checks every
-// reopened database goes through (Validate clean, contents equal to the test's model). The
-// table, the model and how to read it back stay with each test.
+// The harness shared by the crash tests (tests/crash/; db/corruption_test.cc borrows its seeds
+// and scratch space): their environment knobs, scratch space, assertions, the in-process
+// power-loss file stack, and the checks every reopened database goes through (Validate clean,
+// contents equal to the test's model). The table, the model and how to read it back stay with
+// each test.
 //
 // Environment: EMBER_CRASH_SEED (a number, or "random"; every test prints the seed it runs with,
-// and each round's page size and write path are drawn from it), EMBER_CRASH_DIR (where the databases go;
-// default /dev/shm), EMBER_CRASH_KEEP=<dir> (copy a database that fails Validate there),
-// EMBER_CRASH_VERBOSE (1: a summary line per test; 2: also one per crash).
-//
-// Header-only on purpose: tests/CMakeLists.txt compiles only *_test.cc files.
+// and each round's page size and write path are drawn from it), EMBER_CRASH_DIR (where the
+// databases go; default /dev/shm), EMBER_CRASH_KEEP=<dir> (copy a database that fails Validate
+// there), EMBER_CRASH_VERBOSE (1: a summary line per test; 2: also one per crash).
 #pragma once
 #include <catch2/catch.hpp>
 
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -32,41 +24,27 @@
 #include "absl/strings/str_cat.h"
 #include "ember/ember.h"
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
-#include "tests/crash/reorder_file.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/fault_file.h"
+#include "tests/support/reorder_file.h"
+#include "tests/support/temp_dir.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 
 // ---------------------------------------------------------------- environment and scratch space
 
-inline uint64_t EnvU64(const char* name, uint64_t def) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return def;
-  return std::strtoull(v, nullptr, 0);
-}
+// The number in environment variable `name`, or `def` when it is unset or empty.
+uint64_t EnvU64(const char* name, uint64_t def);
 
 // Each test file has its own `fixed` seed, so that the default runs of the two do not share a
 // random sequence.
-inline uint64_t BaseSeed(uint64_t fixed) {
-  const char* v = std::getenv("EMBER_CRASH_SEED");
-  if (v == nullptr || *v == '\0') return fixed;
-  if (std::strcmp(v, "random") == 0) {
-    return (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  }
-  return std::strtoull(v, nullptr, 0);
-}
+uint64_t BaseSeed(uint64_t fixed);
 
-inline uint64_t Verbosity() { return EnvU64("EMBER_CRASH_VERBOSE", 0); }
+uint64_t Verbosity();
 
 // The seed of a test, printed so that a failure can be replayed with EMBER_CRASH_SEED (Catch2
 // shows its CAPTUREs only on failure, and a run that dies in a sanitizer shows none).
-inline uint64_t AnnounceSeed(const char* test, uint64_t fixed) {
-  const uint64_t seed = BaseSeed(fixed);
-  std::fprintf(stderr, "[crash] %s: seed %llu (EMBER_CRASH_SEED=%llu replays it)\n", test,
-               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
-  return seed;
-}
+uint64_t AnnounceSeed(const char* test, uint64_t fixed);
+
 // A line on stderr for EMBER_CRASH_VERBOSE, from StrCat pieces (no printf casts of uint64_t).
 template <class... Pieces>
 void Report(const Pieces&... pieces) {
@@ -80,25 +58,8 @@ void Report(const Pieces&... pieces) {
 // kills tenfold. Temp() is a directory inside it for the engine's temp space.
 class ScratchDir {
  public:
-  explicit ScratchDir(const std::string& prefix) {
-    const char* base = std::getenv("EMBER_CRASH_DIR");
-    std::string tmpl = std::string(base && *base ? base : "/dev/shm") + "/" + prefix + "-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) {
-      path_ = tmpl;
-    } else if (fallback_.ok()) {
-      path_ = fallback_.File("d");
-      if (::mkdir(path_.c_str(), 0700) != 0) path_.clear();
-    }
-    if (!path_.empty() && ::mkdir(Temp().c_str(), 0700) != 0) {
-      std::error_code ec;
-      std::filesystem::remove_all(path_, ec);
-      path_.clear();
-    }
-  }
-  ~ScratchDir() {
-    std::error_code ec;  // best effort: a leftover directory must not fail the test
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
+  explicit ScratchDir(const std::string& prefix);
+  ~ScratchDir();
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
   bool ok() const { return !path_.empty(); }
@@ -107,16 +68,13 @@ class ScratchDir {
 
  private:
   std::string path_;
-  testing::TempDir fallback_;  // where there is no /dev/shm
+  TempDir fallback_;  // where there is no /dev/shm
 };
 
 // ---------------------------------------------------------------- assertions
 
-inline std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const std::string& s : v) out += s + "\n";
-  return out;
-}
+// The lines of `v`, each ended by "\n".
+std::string Join(const std::vector<std::string>& v);
 
 template <class T>
 T ValueOr(absl::StatusOr<T> v, const char* what) {
@@ -149,25 +107,15 @@ inline constexpr uint32_t kCrashPageSizes[] = {4096, 8192, 16384};
 // A page size and write path drawn for one round (from the test's seeded generator).
 // EMBER_CRASH_PAGE_SIZE and EMBER_CRASH_IO_URING (0 or 1) force them, keeping the rest of the
 // round's random sequence as it was (to tell which of the two a failure depends on).
-inline void DrawPageSizeAndPath(std::mt19937_64& rng, Options* opts) {
-  opts->page_size = kCrashPageSizes[rng() % std::size(kCrashPageSizes)];
-  opts->use_io_uring = rng() % 2 == 0;
-  opts->page_size = static_cast<uint32_t>(EnvU64("EMBER_CRASH_PAGE_SIZE", opts->page_size));
-  opts->use_io_uring = EnvU64("EMBER_CRASH_IO_URING", opts->use_io_uring) != 0;
-}
+void DrawPageSizeAndPath(std::mt19937_64& rng, Options* opts);
 
 // A test that claims a write path must have used it: when io_uring was asked for and the kernel
 // refused it (the file fell back to pwrite), the test fails instead of passing on the fallback.
 // `counts` are the file's (io::File::write_path_counts); every page write of the engine is a
 // WriteBatch request, so none may take the other path, and when the test knows pages were
 // written (`wrote`), some must have taken the claimed one.
-inline void RequireWritePath(bool use_io_uring, const io::WritePathCounts& counts, bool wrote) {
-  INFO("write path claimed: " << (use_io_uring ? "io_uring" : "pwrite") << "; requests written "
-                              << counts.io_uring << " through io_uring, " << counts.pwrite
-                              << " through pwrite");
-  REQUIRE((use_io_uring ? counts.pwrite : counts.io_uring) == 0);
-  if (wrote) REQUIRE((use_io_uring ? counts.io_uring : counts.pwrite) > 0);
-}
+void RequireWritePath(bool use_io_uring, const io::WritePathCounts& counts, bool wrote);
+
 // A database over a file that decides what a power loss keeps: FaultFile (nothing written since
 // the last sync) or ReorderFile (any subset of it). Below it a NoSyncFile: what the real disk
 // makes durable does not matter here, and its fsyncs would only cost time.
@@ -179,77 +127,22 @@ struct PowerLossDb {
   io::File* file() const { return fault ? static_cast<io::File*>(fault) : reorder; }
 
   // Call after db->TEST_SimulateCrash(). Returns the page versions ReorderFile reverted.
-  uint64_t LosePower(std::mt19937_64& rng) {
-    if (reorder != nullptr) {
-      reorder->set_tear_percent(kTearPercent);
-      return ValueOr(reorder->PowerLoss(rng), "PowerLoss");
-    }
-    // A fault armed for the crash point is over: the restore must not meet it.
-    fault->FailSyncAfter(0, 0);
-    fault->FailWriteAfter(0, 0);
-    CRASH_REQUIRE_OK(fault->DropUnsynced());
-    return 0;
-  }
+  uint64_t LosePower(std::mt19937_64& rng);
 };
 
-inline PowerLossDb OpenPowerLossDb(const std::string& path, const Options& opts, LossModel loss,
-                                   bool create) {
-  io::FileOptions fo;
-  fo.mode = create ? io::OpenMode::kCreateNew : io::OpenMode::kOpenExisting;
-  fo.use_io_uring = opts.use_io_uring;
-  std::unique_ptr<io::File> file =
-      std::make_unique<NoSyncFile>(ValueOr(io::OpenPosixFile(path, fo), "open the file"));
-  PowerLossDb out;
-  if (loss == LossModel::kDropUnsynced) {
-    auto f = std::make_unique<io::FaultFile>(std::move(file));
-    out.fault = f.get();
-    file = std::move(f);
-  } else {
-    auto f = std::make_unique<ReorderFile>(std::move(file));
-    out.reorder = f.get();
-    file = std::move(f);
-  }
-  out.db = ValueOr(db::DatabaseImpl::OpenFile(std::move(file), opts, create), "OpenFile");
-  return out;
-}
+PowerLossDb OpenPowerLossDb(const std::string& path, const Options& opts, LossModel loss,
+                            bool create);
 
 // ---------------------------------------------------------------- checking a reopened database
 
-inline void KeepForPostMortem(const std::string& db_path) {
-  const char* keep = std::getenv("EMBER_CRASH_KEEP");
-  if (keep == nullptr || *keep == '\0' || db_path.empty()) return;
-  std::error_code ec;
-  const std::string to = std::string(keep) + "/failed-" + std::to_string(::getpid()) + ".edb";
-  std::filesystem::copy_file(db_path, to, std::filesystem::copy_options::overwrite_existing, ec);
-  std::fprintf(stderr, "[crash] kept the failing database as %s\n", to.c_str());
-}
+// Copies the database to EMBER_CRASH_KEEP, when set, for a look after the test.
+void KeepForPostMortem(const std::string& db_path);
 
 // Validate must be clean. Unreachable pages (allocated, linked from nothing: what a crash may
 // leave, e.g. the pages of a BLOB being written) are allowed; they are freed and the database
 // validated again. Returns how many there were; `in_use` gets the pages Validate walked.
-inline size_t RequireValid(Database* db, const std::string& db_path = "",
-                           uint64_t* in_use = nullptr) {
-  ValidationReport rep = ValueOr(db->Validate(ValidateOptions{}), "Validate");
-  if (!rep.ok()) KeepForPostMortem(db_path);
-  INFO("validation errors:\n" << Join(rep.errors));
-  REQUIRE(rep.ok());
-  if (in_use) *in_use = rep.pages_checked;
-  if (rep.unreachable_pages.empty() && rep.orphan_blobs.empty()) return 0;
-  // Orphan BLOBs (stored, but their record never reached disk) go with the unreachable pages.
-  ValidationReport freed =
-      ValueOr(db->Validate(ValidateOptions{true}), "Validate(free_unreachable)");
-  INFO("errors while freeing:\n" << Join(freed.errors));
-  REQUIRE(freed.ok());
-  CHECK(freed.freed_pages == freed.unreachable_pages.size());
-  CHECK(freed.orphan_blobs.size() == rep.orphan_blobs.size());
-  ValidationReport again = ValueOr(db->Validate(ValidateOptions{}), "Validate after freeing");
-  INFO("errors after freeing:\n" << Join(again.errors));
-  REQUIRE(again.ok());
-  CHECK(again.unreachable_pages.empty());
-  CHECK(again.orphan_blobs.empty());
-  if (in_use) *in_use = again.pages_checked;
-  return rep.unreachable_pages.size();
-}
+size_t RequireValidAfterCrash(Database* db, const std::string& db_path = "",
+                              uint64_t* in_use = nullptr);
 
 // The first few differences between two states of a model (id -> row; empty when equal).
 // DescribeRow(row) is the test's own, found by argument-dependent lookup.
@@ -302,4 +195,4 @@ Model RequireModel(Database* db, ReadFn&& read, const Model& want, const Model* 
   return got;
 }
 
-}  // namespace ember::crashtest
+}  // namespace ember::testing

@@ -1,19 +1,13 @@
-// The sweep experiment's table for tests: big(id int64 NOT NULL, field int64, s string) with a
-// unique index big_id and an index big_field, filled with rows of 100-byte strings.
-#pragma once
-#include <catch2/catch.hpp>
+// The sweep experiment's table (big_table.h).
+#include "tests/support/big_table.h"
 
-#include <cstdint>
-#include <optional>
 #include <string>
-#include <vector>
 
-#include "ember/ember.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace ember::testing {
 
-inline Table MakeBig(Database* db) {
+Table MakeBig(Database* db) {
   Table t = VALUE_OR_FAIL(db->CreateTable({"big",
                                            {{"id", ColumnType::kInt64, false},
                                             {"field", ColumnType::kInt64},
@@ -23,10 +17,7 @@ inline Table MakeBig(Database* db) {
   return t;
 }
 
-// Rows id 0..rows-1 with field = `field` (by default the id), in one committed transaction;
-// their record ids by id.
-inline std::vector<RecordId> Fill(Database* db, const Table& t, int rows,
-                                  std::optional<int64_t> field = std::nullopt) {
+std::vector<RecordId> Fill(Database* db, const Table& t, int rows, std::optional<int64_t> field) {
   std::vector<RecordId> ids;
   auto txn = VALUE_OR_FAIL(db->Begin());
   for (int64_t i = 0; i < rows; ++i) {

@@ -10,7 +10,7 @@
 // What an op holds is the test's own: its Op type provides Encode(std::string*), appending
 // " <op>", and Decode(std::istream&), which reads it back (a failed read fails the stream).
 //
-// Header-only on purpose: tests/CMakeLists.txt compiles only *_test.cc files.
+// Templates over the test's Op, hence header-only.
 #pragma once
 #include <catch2/catch.hpp>
 
@@ -24,7 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace ember::crashtest {
+namespace ember::testing {
 
 // What one transaction did, as logged: `tag` is unique per transaction.
 template <class Op>
@@ -133,4 +133,4 @@ void ExpectedStates(const SideLog<Op>& log, const Model& before, Model* want,
   }
 }
 
-}  // namespace ember::crashtest
+}  // namespace ember::testing

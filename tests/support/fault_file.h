@@ -17,11 +17,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "engine/io/file.h"
+#include "engine/util/mutex.h"
 
 namespace ember::io {
 
@@ -83,14 +84,14 @@ class FaultFile : public File, private WriteHook {
 
   std::unique_ptr<File> base_;
   bool hooked_ = false;  // the base took this file as its write hook
-  std::mutex mu_;
-  std::vector<Undo> undo_;      // guarded by mu_
-  uint64_t synced_size_ = 0;    // guarded by mu_: file size at the last sync
-  Trigger write_fault_;         // guarded by mu_
-  Trigger sync_fault_;          // guarded by mu_
-  Trigger read_fault_;          // guarded by mu_
-  uint64_t short_write_at_ = 0;   // guarded by mu_
-  size_t short_write_len_ = 0;    // guarded by mu_
+  util::Mutex mu_;
+  std::vector<Undo> undo_ ABSL_GUARDED_BY(mu_);
+  uint64_t synced_size_ ABSL_GUARDED_BY(mu_) = 0;  // file size at the last sync
+  Trigger write_fault_ ABSL_GUARDED_BY(mu_);
+  Trigger sync_fault_ ABSL_GUARDED_BY(mu_);
+  Trigger read_fault_ ABSL_GUARDED_BY(mu_);
+  uint64_t short_write_at_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t short_write_len_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> writes_{0};
   std::atomic<uint64_t> syncs_{0};
   std::atomic<uint64_t> reads_{0};

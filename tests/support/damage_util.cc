@@ -1,29 +1,18 @@
-// Damage for the error-reporting tests: a record version whose bytes no longer decode as a row
-// (its header intact, so only the row decoder notices), made in the cache of an open database,
-// and the same undone.
-#pragma once
+// Damaging and repairing a record version (damage_util.h).
+#include "tests/support/damage_util.h"
+
 #include <catch2/catch.hpp>
 
-#include <string>
+#include <optional>
+#include <string_view>
 
-#include "ember/ember.h"
 #include "engine/cache/buffer_cache.h"
-#include "engine/db/database_impl.h"
 #include "engine/page/data_page.h"
 #include "engine/record/record_format.h"
 
 namespace ember::testing {
 
-struct DamagedVersion {
-  page::PageNo page = page::kNoPage;
-  uint16_t line = 0;
-  std::string original;  // the version's stored bytes before
-};
-
-// Replaces the body of the version `depth` steps down the chain of record `id` (0: the newest)
-// with one byte that claims 127 columns. The page is marked dirty, so a write reseals it.
-inline DamagedVersion DamageVersion(db::DatabaseImpl* impl, const Table& t, RecordId id,
-                                    int depth = 0) {
+DamagedVersion DamageVersion(db::DatabaseImpl* impl, const Table& t, RecordId id, int depth) {
   const uint32_t ps = impl->options().page_size;
   record::Relation* rel = internal::TableState::From(t)->relation.get();
   DamagedVersion d;
@@ -60,15 +49,14 @@ inline DamagedVersion DamageVersion(db::DatabaseImpl* impl, const Table& t, Reco
   return d;
 }
 
-inline void RepairVersion(db::DatabaseImpl* impl, const DamagedVersion& d) {
+void RepairVersion(db::DatabaseImpl* impl, const DamagedVersion& d) {
   absl::StatusOr<cache::PageRef> r = impl->cache()->Fetch(d.page, cache::LatchMode::kExclusive);
   REQUIRE(r.ok());
   REQUIRE(page::DpReplace(r->data(), impl->options().page_size, d.line, d.original));
   r->Mark(0);
 }
 
-// "page P line L", as errors name a version's place.
-inline std::string PlaceOf(const DamagedVersion& d) {
+std::string PlaceOf(const DamagedVersion& d) {
   return "page " + std::to_string(d.page) + " line " + std::to_string(d.line);
 }
 

@@ -19,9 +19,9 @@
 #include <string>
 
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
-#include "tests/crash/crash_util.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/crash_util.h"
+#include "tests/support/db_util.h"
+#include "tests/support/fault_file.h"
 
 namespace ember {
 namespace {
@@ -173,7 +173,7 @@ void MassUpdateCrashRound(const std::string& template_path, const std::string& p
     REQUIRE(d->stats().pages.writes > writes_before);
     crash();
   }
-  crashtest::RequireWritePath(use_io_uring, ff->write_path_counts(), false);
+  testing::RequireWritePath(use_io_uring, ff->write_path_counts(), false);
   tx.reset();  // the database is "dead": nothing more reaches the file
   ff->FailWriteAfter(0, 0);
   if (power_loss) REQUIRE_OK(ff->DropUnsynced());
@@ -197,16 +197,16 @@ void MassUpdateCrashRound(const std::string& template_path, const std::string& p
 TEST_CASE("crash in the middle of a mass update keeps the committed state", "[exhaustive][savepoint][gc]") {
   const bool power_loss = GENERATE(false, true);
   const bool no_savepoint = GENERATE(false, true);
-  const uint64_t seed = crashtest::AnnounceSeed("mass update", 0x3A55'0D7Eull) + power_loss * 2 +
+  const uint64_t seed = testing::AnnounceSeed("mass update", 0x3A55'0D7Eull) + power_loss * 2 +
                         no_savepoint;
-  const uint64_t rounds = crashtest::EnvU64("EMBER_MASS_CRASH_ROUNDS", 3);
+  const uint64_t rounds = testing::EnvU64("EMBER_MASS_CRASH_ROUNDS", 3);
   CAPTURE(power_loss, no_savepoint, seed);
   testing::TempDir dir;
   std::mt19937_64 rng(seed);
   std::map<uint32_t, std::string> templates;  // page size -> template database
   for (uint64_t round = 0; round < rounds; ++round) {
     Options drawn;
-    crashtest::DrawPageSizeAndPath(rng, &drawn);
+    testing::DrawPageSizeAndPath(rng, &drawn);
     const KillPoint kill = DrawKillPoint(rng, RowsFor(drawn.page_size));
     CAPTURE(round, drawn.page_size, drawn.use_io_uring, kill.pass, kill.row, kill.dead_disk_at);
     std::string& tmpl = templates[drawn.page_size];

@@ -2,7 +2,7 @@
 // Writes are counted, failed and recorded in BeforeWrite, which the base file calls just before
 // each request reaches the kernel; the undo list is in the order the requests were let through,
 // so newest-first replay is exact even for overlapping writes (which are never concurrent).
-#include "engine/io/fault_file.h"
+#include "tests/support/fault_file.h"
 
 #include <algorithm>
 
@@ -22,22 +22,22 @@ FaultFile::~FaultFile() {
 }
 
 void FaultFile::FailWriteAfter(uint64_t n, int err, bool sticky) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   write_fault_ = {n == 0 ? 0 : writes_.load() + n, err, sticky};
 }
 
 void FaultFile::FailSyncAfter(uint64_t n, int err, bool sticky) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   sync_fault_ = {n == 0 ? 0 : syncs_.load() + n, err, sticky};
 }
 
 void FaultFile::FailReadAfter(uint64_t n, int err, bool sticky) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   read_fault_ = {n == 0 ? 0 : reads_.load() + n, err, sticky};
 }
 
 void FaultFile::ShortWriteAfter(uint64_t n, size_t len) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   short_write_at_ = n == 0 ? 0 : writes_.load() + n;
   short_write_len_ = len;
 }
@@ -50,7 +50,7 @@ absl::Status FaultFile::NotHooked() const {
 // Counts the request and decides its fate; a request let through gets its undo recorded.
 WriteVerdict FaultFile::BeforeWrite(uint64_t offset, const void* /*data*/, size_t len,
                                     WritePath /*path*/) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   const uint64_t n = ++writes_;
   if (write_fault_.Fires(n)) return WriteVerdict{write_fault_.err};
   WriteVerdict v;
@@ -69,7 +69,7 @@ WriteVerdict FaultFile::BeforeWrite(uint64_t offset, const void* /*data*/, size_
 }
 
 void FaultFile::AfterWrite(uint64_t offset) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
     if (it->offset == offset && it->in_flight) {
       it->in_flight = false;
@@ -79,7 +79,7 @@ void FaultFile::AfterWrite(uint64_t offset) {
 }
 
 absl::Status FaultFile::MaybeFailRead(uint64_t offset) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   if (read_fault_.Fires(++reads_)) return ErrnoStatus(read_fault_.err, "pread", base_->path(), offset);
   return absl::OkStatus();
 }
@@ -105,7 +105,7 @@ absl::Status FaultFile::WriteBatch(std::span<const WriteRequest> reqs) {
 }
 
 absl::Status FaultFile::Sync() {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   if (sync_fault_.Fires(++syncs_)) return ErrnoStatus(sync_fault_.err, "fdatasync", base_->path());
   if (absl::Status s = base_->Sync(); !s.ok()) return s;
   absl::StatusOr<uint64_t> size = base_->Size();
@@ -117,7 +117,7 @@ absl::Status FaultFile::Sync() {
 }
 
 absl::Status FaultFile::DropUnsynced() {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   // The restore itself is no write of the engine's: not through this file's hook.
   base_->SetWriteHook(nullptr);
   absl::Status s;
@@ -135,12 +135,12 @@ absl::Status FaultFile::DropUnsynced() {
 
 absl::Status FaultFile::Allocate(uint64_t size) {
   // Only grows the file with zeros; DropUnsynced's truncation to synced_size_ undoes that.
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   return base_->Allocate(size);
 }
 
 absl::Status FaultFile::Truncate(uint64_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   absl::StatusOr<uint64_t> cur = base_->Size();
   if (!cur.ok()) return cur.status();
   if (size < *cur) {

@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/db/database_impl.h"
-#include "engine/io/fault_file.h"
-#include "tests/db/db_test_util.h"
+#include "tests/support/db_util.h"
+#include "tests/support/fault_file.h"
 
 namespace ember {
 namespace {
