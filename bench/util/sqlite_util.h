@@ -50,11 +50,11 @@ Counters TakeSqlitePages(sqlite3* db);
 // File writes and syncs of every database opened by OpenSqlite, counted by its VFS, by file:
 // the database file, and its journal (rollback journal or WAL).
 struct SqliteIo {
-  uint64_t db_writes = 0;      // xWrite calls on the database file (SQLite writes whole pages)
+  uint64_t db_writes = 0;  // xWrite calls on the database file (SQLite writes whole pages)
   uint64_t db_bytes = 0;
   uint64_t journal_bytes = 0;  // bytes written to the journal or WAL (page images and headers)
   uint64_t db_syncs = 0, journal_syncs = 0;  // xSync calls
-  uint64_t other_bytes = 0;    // temp files, statement journals
+  uint64_t other_bytes = 0;                  // temp files, statement journals
   // xWrite calls of exactly --page_size bytes: pages written to the database file, and page
   // images written to the journal or WAL (their headers and checksums are calls of their own).
   uint64_t db_page_writes = 0, journal_page_writes = 0;

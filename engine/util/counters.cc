@@ -22,5 +22,4 @@ PageCounters ShardedCounters::Total() const {
   return t;
 }
 
-
 }  // namespace ember::util
