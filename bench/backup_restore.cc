@@ -46,10 +46,10 @@ eb::Flag FLAGS_seed("seed", int64_t{20261206}, "seed of the generated data");
 constexpr uint32_t kPageSize = 8192;
 constexpr uint32_t kCachePages = 2048;  // the Firebird 3.0 run's
 
-std::string g_db;        // the loaded database
-std::string g_backup;    // the newest backup of it
+std::string g_db;      // the loaded database
+std::string g_backup;  // the newest backup of it
 uint64_t g_db_bytes = 0;
-uint64_t g_rows = 0;     // rows in all tables
+uint64_t g_rows = 0;  // rows in all tables
 
 ember::Options OptionsFor(int workers) {
   ember::Options o = eb::DefaultOptions();
@@ -82,9 +82,9 @@ absl::Status Load(int64_t rows, int64_t blob_mb) {
        {{"ID", ember::ColumnType::kInt64, false}, {"NAME", ember::ColumnType::kString, false}}});
   if (!words.ok()) return words.status();
   absl::StatusOr<ember::Table> big = d->CreateTable({"BIGTABLE",
-                                                    {{"ID", ember::ColumnType::kInt64, false},
-                                                     {"FIELD", ember::ColumnType::kInt64},
-                                                     {"S", ember::ColumnType::kString}}});
+                                                     {{"ID", ember::ColumnType::kInt64, false},
+                                                      {"FIELD", ember::ColumnType::kInt64},
+                                                      {"S", ember::ColumnType::kString}}});
   if (!big.ok()) return big.status();
   std::mt19937_64 rng(static_cast<uint64_t>(FLAGS_seed.i64()));
   constexpr int64_t kBatch = 100000;

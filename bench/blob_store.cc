@@ -113,7 +113,6 @@
 namespace ember::bench {
 namespace {
 
-
 Flag FLAGS_mb_per_class("mb_per_class", int64_t{100},
                         "MB (2^20 bytes) of random files per size class");
 Flag FLAGS_segment("segment", "65536",
@@ -164,7 +163,7 @@ struct FileSet {
   std::vector<File> files;
   uint64_t bytes = 0;
 };
-FileSet g_files;  // the files of one size class at a time
+FileSet g_files;                   // the files of one size class at a time
 std::map<int, double> g_files_mb;  // class -> MB of its files (for the summary)
 std::map<int, size_t> g_files_n;   // class -> number of files
 
@@ -174,9 +173,11 @@ FileSet& FilesFor(int cls) {
   g_files = FileSet();
   g_files.cls = cls;
   const SizeClass& c = kClasses[cls];
-  std::mt19937_64 rng(static_cast<uint64_t>(FLAGS_seed.i64()) * 1000003u + static_cast<uint64_t>(cls));
+  std::mt19937_64 rng(static_cast<uint64_t>(FLAGS_seed.i64()) * 1000003u +
+                      static_cast<uint64_t>(cls));
   std::uniform_int_distribution<uint64_t> size_of(c.lo, c.hi);
-  const uint64_t target = static_cast<uint64_t>(std::max<int64_t>(1, FLAGS_mb_per_class.i64())) << 20;
+  const uint64_t target = static_cast<uint64_t>(std::max<int64_t>(1, FLAGS_mb_per_class.i64()))
+                          << 20;
   const bool text = FLAGS_content.str() == "text";
   const auto t0 = Clock::now();
   while (g_files.bytes < target) {
@@ -218,9 +219,10 @@ FileSet& FilesFor(int cls) {
 // What was read back for file `i` (0-based; its id is i + 1) against the file in memory.
 absl::Status Verify(const File& f, size_t i, uint64_t len, uint32_t crc) {
   if (len != f.data.size() || crc != f.crc) {
-    return Wrong(absl::StrFormat("file %d: read back %d bytes with CRC32C %08x, stored %d bytes "
-                                 "with CRC32C %08x",
-                                 i + 1, len, crc, f.data.size(), f.crc));
+    return Wrong(
+        absl::StrFormat("file %d: read back %d bytes with CRC32C %08x, stored %d bytes "
+                        "with CRC32C %08x",
+                        i + 1, len, crc, f.data.size(), f.crc));
   }
   return absl::OkStatus();
 }
@@ -277,9 +279,11 @@ class Backend {
     const uint64_t file_pages = fs.bytes / static_cast<uint64_t>(FLAGS_page_size.i64());
     const uint64_t allowed = empty_in_use_ + 16 + file_pages / 100;
     if (*now > allowed) {
-      return Wrong(absl::StrCat(name(), ": ", *now, " pages in use after the delete phase; the "
-                                "empty database used ", empty_in_use_, ", the files about ",
-                                file_pages, ": their pages were not freed"));
+      return Wrong(absl::StrCat(name(), ": ", *now,
+                                " pages in use after the delete phase; the "
+                                "empty database used ",
+                                empty_in_use_, ", the files about ", file_pages,
+                                ": their pages were not freed"));
     }
     return absl::OkStatus();
   }
@@ -326,11 +330,11 @@ class EmberBackend : public Backend {
     if (!t.ok()) return With(t.status(), "create table files");
     files_ = *t;
     if (v.layout == Layout::kStriped) {
-      auto s = db_->CreateTable({"seg",
-                                 {{"file_id", ColumnType::kInt64, false},
-                                  {"seq", ColumnType::kInt64, false},
-                                  {"data", ColumnType::kBytes, false,
-                                   static_cast<int>(FLAGS_zstd_level.i64())}}});
+      auto s = db_->CreateTable(
+          {"seg",
+           {{"file_id", ColumnType::kInt64, false},
+            {"seq", ColumnType::kInt64, false},
+            {"data", ColumnType::kBytes, false, static_cast<int>(FLAGS_zstd_level.i64())}}});
       if (!s.ok()) return With(s.status(), "create table seg");
       seg_ = *s;
       auto ix = db_->CreateIndex({"seg_ix", "seg", {"file_id", "seq"}, /*unique=*/true});
@@ -371,8 +375,8 @@ class EmberBackend : public Backend {
     if (!rep.ok()) return rep.status();
     if (!rep->ok()) return Wrong(absl::StrCat("Validate: ", rep->errors.front()));
     if (!rep->unreachable_pages.empty() || !rep->orphan_blobs.empty()) {
-      return Wrong(absl::StrCat("Validate: ", rep->unreachable_pages.size(),
-                                " unreachable pages, ", rep->orphan_blobs.size(),
+      return Wrong(absl::StrCat("Validate: ", rep->unreachable_pages.size(), " unreachable pages, ",
+                                rep->orphan_blobs.size(),
                                 " orphan BLOBs (pages neither in use nor free)"));
     }
     return rep->pages_checked;
@@ -630,13 +634,15 @@ class SqliteBackend : public Backend {
 
   absl::Status Store(FileSet& fs) override {
     Stmt ins, ins_seg;
-    const char* ins_sql =
-        v_.layout == Layout::kBytes  ? "INSERT INTO files(id, size, data) VALUES(?1, ?2, ?3)"
-        : v_.layout == Layout::kBlob ? "INSERT INTO files(id, size, data) VALUES(?1, ?2, zeroblob(?2))"
-                                     : "INSERT INTO files(id, size) VALUES(?1, ?2)";
+    const char* ins_sql = v_.layout == Layout::kBytes
+                              ? "INSERT INTO files(id, size, data) VALUES(?1, ?2, ?3)"
+                          : v_.layout == Layout::kBlob
+                              ? "INSERT INTO files(id, size, data) VALUES(?1, ?2, zeroblob(?2))"
+                              : "INSERT INTO files(id, size) VALUES(?1, ?2)";
     if (absl::Status s = ins.Prepare(db_, ins_sql); !s.ok()) return s;
     if (v_.layout == Layout::kStriped) {
-      if (absl::Status s = ins_seg.Prepare(db_, "INSERT INTO seg(file_id, seq, data) VALUES(?1, ?2, ?3)");
+      if (absl::Status s =
+              ins_seg.Prepare(db_, "INSERT INTO seg(file_id, seq, data) VALUES(?1, ?2, ?3)");
           !s.ok()) {
         return s;
       }
@@ -694,7 +700,8 @@ class SqliteBackend : public Backend {
   absl::Status Read(const FileSet& fs) override {
     Stmt sel, sel_seg;
     if (v_.layout == Layout::kBytes) {
-      if (absl::Status s = sel.Prepare(db_, "SELECT size, data FROM files WHERE id = ?1"); !s.ok()) {
+      if (absl::Status s = sel.Prepare(db_, "SELECT size, data FROM files WHERE id = ?1");
+          !s.ok()) {
         return s;
       }
     } else if (v_.layout == Layout::kStriped) {
@@ -741,8 +748,8 @@ class SqliteBackend : public Backend {
         sqlite3_bind_int64(st, 1, id);
         const int rc = sqlite3_step(st);
         if (rc != SQLITE_ROW) {
-          status = rc == SQLITE_DONE ? Wrong(absl::StrCat(ctx, ": row not found"))
-                                     : SqlError(db_, ctx);
+          status =
+              rc == SQLITE_DONE ? Wrong(absl::StrCat(ctx, ": row not found")) : SqlError(db_, ctx);
           sqlite3_reset(st);
           break;
         }
@@ -775,7 +782,8 @@ class SqliteBackend : public Backend {
             len += static_cast<uint64_t>(n);
             ++seq;
           }
-          if (status.ok() && src != SQLITE_DONE) status = SqlError(db_, absl::StrCat(ctx, ", segments"));
+          if (status.ok() && src != SQLITE_DONE)
+            status = SqlError(db_, absl::StrCat(ctx, ", segments"));
           sqlite3_reset(ss);
           if (!status.ok()) break;
         }
@@ -810,7 +818,8 @@ class SqliteBackend : public Backend {
         sqlite3_reset(ss);
         const size_t want = Segments(fs.files[i].data.size(), v_.param);
         if (static_cast<size_t>(sqlite3_changes(db_)) != want) {
-          return Wrong(absl::StrCat(ctx, ": deleted ", sqlite3_changes(db_), " segments of ", want));
+          return Wrong(
+              absl::StrCat(ctx, ": deleted ", sqlite3_changes(db_), " segments of ", want));
         }
       }
       sqlite3_stmt* st = del.get();
@@ -830,8 +839,8 @@ class SqliteBackend : public Backend {
       if (absl::Status s = st.Prepare(db_, sql); !s.ok()) return s;
       if (sqlite3_step(st.get()) != SQLITE_ROW) return SqlError(db_, sql);
       if (sqlite3_column_int64(st.get(), 0) != 0) {
-        return Wrong(absl::StrCat(sql, " = ", sqlite3_column_int64(st.get(), 0),
-                                  " after the delete phase"));
+        return Wrong(
+            absl::StrCat(sql, " = ", sqlite3_column_int64(st.get(), 0), " after the delete phase"));
       }
     }
     return absl::OkStatus();
@@ -859,7 +868,9 @@ std::map<std::tuple<std::string, int, int>, double> g_reuse_mb;
 std::vector<Variant> g_variants;
 std::vector<int> g_classes;
 
-std::string Key(const Variant& v, int cls) { return absl::StrCat(v.Name(), "/", kClasses[cls].name); }
+std::string Key(const Variant& v, int cls) {
+  return absl::StrCat(v.Name(), "/", kClasses[cls].name);
+}
 
 // Gets the engine's database ready for `phase`: a fresh one for store, else one holding the
 // class's files (stored untimed when the store row did not just do it). The other engine's
@@ -944,7 +955,7 @@ void BM_Phase(benchmark::State& state, int engine, Variant v, int cls, Phase pha
       g_reuse_mb[{v.Name(), cls, engine}] = growth;
     }
     g_results[{v.Name(), cls, static_cast<int>(phase)}].Set(engine == 0, run,
-                                                           Sample{secs, cpu_secs});
+                                                            Sample{secs, cpu_secs});
   }
   state.SetBytesProcessed(static_cast<int64_t>(fs.bytes) * state.iterations());
   if (phase == Phase::kDelete) Failed(state, b.Drop(), what + " close");
@@ -1042,9 +1053,9 @@ void Register() {
         const bool ember_first = EmberFirst(run, pair);
         for (int engine : {ember_first ? 0 : 1, ember_first ? 1 : 0}) {
           for (Phase p : {Phase::kStore, Phase::kRead, Phase::kDelete}) {
-            const std::string name = absl::StrCat(
-                "blob_store/", kClasses[cls].name, "/", v.Name(), "/run:", run, "/",
-                g_backends[engine]->name(), "/", kPhaseNames[static_cast<int>(p)]);
+            const std::string name =
+                absl::StrCat("blob_store/", kClasses[cls].name, "/", v.Name(), "/run:", run, "/",
+                             g_backends[engine]->name(), "/", kPhaseNames[static_cast<int>(p)]);
             benchmark::RegisterBenchmark(name.c_str(), BM_Phase, engine, v, cls, p, run, name)
                 ->Iterations(1)
                 ->UseManualTime()
@@ -1097,8 +1108,7 @@ void PrintSummary() {
           std::fprintf(out, " %8s %8s %6s %6s |", "-", "-", "-", "-");
           continue;
         }
-        std::fprintf(out, " %8.4f %8.4f %6.2f %6.2f |", r.ember_s, r.other_s, r.ratio,
-                     r.cpu_ratio);
+        std::fprintf(out, " %8.4f %8.4f %6.2f %6.2f |", r.ember_s, r.other_s, r.ratio, r.cpu_ratio);
         tally.Add(absl::StrCat(v.Name(), "/", kClasses[cls].name, "/", kPhaseNames[p]), r);
       }
       std::fprintf(out, "\n");
@@ -1113,7 +1123,8 @@ void PrintSummary() {
                "journal and doublewrite copies included) are in the benchmark rows.\n");
   tally.Print(out, "phases compared");
   if (AnyFailed()) {
-    std::fprintf(out, "Some rows FAILED (see 'bench: FAILED' on stderr): they are not in the table.\n");
+    std::fprintf(out,
+                 "Some rows FAILED (see 'bench: FAILED' on stderr): they are not in the table.\n");
   }
   if (FLAGS_reuse_check.b() && !g_reuse_mb.empty()) {
     std::fprintf(out,

@@ -103,8 +103,8 @@ absl::Status CheckBlob(ember::BlobReader* reader, int64_t chunks, size_t piece_b
       absl::StatusOr<size_t> n = reader->Read(got.data() + have, got.size() - have);
       if (!n.ok()) return n.status();
       if (*n == 0) {
-        return absl::InternalError(absl::StrCat("the stored BLOB ends inside piece ", i,
-                                                " (after ", reader->position(), " bytes)"));
+        return absl::InternalError(absl::StrCat("the stored BLOB ends inside piece ", i, " (after ",
+                                                reader->position(), " bytes)"));
       }
       have += *n;
     }
@@ -138,8 +138,8 @@ void Run(benchmark::State& state, int mode, const std::string& where, int64_t ch
     {
       auto db = ember::Database::Open(path, o);
       if (eb::Failed(state, db.status(), "open")) return;
-      auto table = (*db)->CreateTable({"t", {{"id", ember::ColumnType::kInt64},
-                                             {"b", ember::ColumnType::kBlob}}});
+      auto table = (*db)->CreateTable(
+          {"t", {{"id", ember::ColumnType::kInt64}, {"b", ember::ColumnType::kBlob}}});
       if (eb::Failed(state, table.status(), "create table")) return;
       const uint64_t size0 = FileSize(path);
       auto txn = (*db)->Begin();
@@ -167,9 +167,11 @@ void Run(benchmark::State& state, int mode, const std::string& where, int64_t ch
       if (eb::Failed(state, (*txn)->Insert(*table, {int64_t{1}, b}).status(), "insert")) return;
       const ember::DatabaseStats before_commit = (*db)->stats();
       if (mode == 0 && before_commit.temp_bytes_in_memory + before_commit.temp_bytes_on_disk +
-                               before_commit.temp_spills != 0) {
-        eb::Failed(state, absl::InternalError("mode 0 used the temp space, so its one row "
-                                              "does not stand for every temp directory"),
+                               before_commit.temp_spills !=
+                           0) {
+        eb::Failed(state,
+                   absl::InternalError("mode 0 used the temp space, so its one row "
+                                       "does not stand for every temp directory"),
                    "check");
         return;
       }
@@ -218,9 +220,11 @@ void Run(benchmark::State& state, int mode, const std::string& where, int64_t ch
 
 void Register(const std::string& name, int mode, const std::string& where, int64_t chunks,
               bool append) {
-  benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
-    Run(s, mode, where, chunks, append, name);
-  })->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
+  benchmark::RegisterBenchmark(
+      name.c_str(), [=](benchmark::State& s) { Run(s, mode, where, chunks, append, name); })
+      ->Iterations(1)
+      ->UseManualTime()
+      ->Unit(benchmark::kSecond);
 }
 
 std::string Bytes(uint64_t b) {
@@ -271,9 +275,9 @@ void PrintSummary(const std::vector<std::string>& wheres) {
                                  static_cast<double>(a.pages.writes) /
                                      std::max<double>(1, static_cast<double>(r->pages.writes)));
       }
-      const std::string line = absl::StrFormat(
-          "%-24s %9.3f %9.3f %9.3f %12d %10s %s", label, r->block_s, r->commit_s, total,
-          r->pages.writes, Bytes(r->growth), vs_off);
+      const std::string line =
+          absl::StrFormat("%-24s %9.3f %9.3f %9.3f %12d %10s %s", label, r->block_s, r->commit_s,
+                          total, r->pages.writes, Bytes(r->growth), vs_off);
       std::fprintf(out, "%s\n", std::string(absl::StripTrailingAsciiWhitespace(line)).c_str());
     }
     if (concat) {

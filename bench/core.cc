@@ -140,7 +140,7 @@ struct Seen {
 // What the table must hold: ids 1..rows with val = ValOf(id) plus one per update of that id so
 // far (the same for both engines: their updates use the same ids).
 struct Expected {
-  int64_t rows = 0;  // rows loaded (0: not loaded)
+  int64_t rows = 0;                             // rows loaded (0: not loaded)
   absl::flat_hash_map<int64_t, int64_t> bumps;  // id -> updates applied
   uint64_t total_bumps = 0;
 
@@ -168,8 +168,8 @@ absl::Status CheckLookups(const Expected& x, const std::vector<int64_t>& ids,
   for (size_t i = 0; i < ids.size(); ++i) {
     MakePad(ids[i], &pad);
     if (seen[i].val != x.Val(ids[i])) {
-      return Wrong(absl::StrCat("id ", ids[i], ": val ", seen[i].val, " where ", x.Val(ids[i]),
-                                " was due"));
+      return Wrong(
+          absl::StrCat("id ", ids[i], ": val ", seen[i].val, " where ", x.Val(ids[i]), " was due"));
     }
     if (seen[i].pad_len != pad.size() || seen[i].pad_crc != util::Crc32c(pad.data(), pad.size())) {
       return Wrong(absl::StrCat("id ", ids[i], ": pad differs from the one inserted"));
@@ -267,7 +267,8 @@ absl::Status EmberLookup(EmberCore& e, const std::vector<int64_t>& ids, std::vec
     if (!r.ok()) return r.status();
     if (!r->has_value()) return Wrong(absl::StrCat("id ", id, " not found"));
     const Row& row = (*r)->second;
-    if (std::get<int64_t>(row[0]) != id) return Wrong(absl::StrCat("lookup ", id, " gave another row"));
+    if (std::get<int64_t>(row[0]) != id)
+      return Wrong(absl::StrCat("lookup ", id, " gave another row"));
     const std::string& pad = std::get<std::string>(row[2]);
     seen->push_back({std::get<int64_t>(row[1]), util::Crc32c(pad.data(), pad.size()),
                      static_cast<uint32_t>(pad.size())});
@@ -353,7 +354,8 @@ struct SqliteCore {
 absl::Status SqliteInsert(SqliteCore& q, int64_t rows, double* commit_s) {
   if (absl::Status s = q.Exec("BEGIN"); !s.ok()) return s;
   Stmt ins;
-  if (absl::Status s = ins.Prepare(q.db, "INSERT INTO t(id, val, pad) VALUES(?1, ?2, ?3)"); !s.ok()) {
+  if (absl::Status s = ins.Prepare(q.db, "INSERT INTO t(id, val, pad) VALUES(?1, ?2, ?3)");
+      !s.ok()) {
     return s;
   }
   std::string pad;
@@ -385,7 +387,8 @@ absl::Status SqliteLookup(SqliteCore& q, const std::vector<int64_t>& ids, std::v
     const int rc = sqlite3_step(st);
     if (rc == SQLITE_DONE) return Wrong(absl::StrCat("id ", id, " not found"));
     if (rc != SQLITE_ROW) return SqlError(q.db, "lookup");
-    if (sqlite3_column_int64(st, 0) != id) return Wrong(absl::StrCat("lookup ", id, " gave another row"));
+    if (sqlite3_column_int64(st, 0) != id)
+      return Wrong(absl::StrCat("lookup ", id, " gave another row"));
     const unsigned char* pad = sqlite3_column_text(st, 2);
     const int n = sqlite3_column_bytes(st, 2);
     seen->push_back({sqlite3_column_int64(st, 1), util::Crc32c(pad, static_cast<size_t>(n)),
@@ -470,8 +473,8 @@ absl::Status EnsureLoaded(Engine e) {
   if (e != Engine::kSqlite) {
     EmberCore& g = EmberOf(e);
     if (g.db && g.x.rows == Rows()) return absl::OkStatus();
-    std::fprintf(stderr, "bench: loading %lld rows into EmberDB (%s, untimed)\n",
-                 (long long)Rows(), kEngineNames[static_cast<int>(e)]);
+    std::fprintf(stderr, "bench: loading %lld rows into EmberDB (%s, untimed)\n", (long long)Rows(),
+                 kEngineNames[static_cast<int>(e)]);
     if (absl::Status s = g.Create(EmberOptions(e)); !s.ok()) return s;
     return EmberInsert(g, Rows(), &commit_s);
   }
@@ -493,8 +496,8 @@ void BM_Core(benchmark::State& state, Op op, Engine engine, int run) {
   const bool ember = engine != Engine::kSqlite;
   EmberCore& mine = EmberOf(engine);  // this row's EmberDB database
   Expected& x = ember ? mine.x : g_sqlite.x;
-  const std::string what = absl::StrCat("core/", kOpNames[static_cast<int>(op)], "/run:", run,
-                                        "/", kEngineNames[static_cast<int>(engine)]);
+  const std::string what = absl::StrCat("core/", kOpNames[static_cast<int>(op)], "/run:", run, "/",
+                                        kEngineNames[static_cast<int>(engine)]);
   const int64_t rows = Rows();
   const int64_t per_txn = std::max<int64_t>(1, FLAGS_updates_per_txn.i64());
   std::vector<int64_t> ids;
@@ -577,8 +580,8 @@ void BM_Core(benchmark::State& state, Op op, Engine engine, int run) {
   if (op == Op::kInsert) state.counters["commit_ms"] = commit_s * 1e3;
   if (op == Op::kUpdate) {
     if (ember) state.counters["gc_ms"] = gc_s * 1e3;
-    state.counters["txns_per_s"] =
-        benchmark::Counter(static_cast<double>(FLAGS_update_txns.i64()), benchmark::Counter::kIsRate);
+    state.counters["txns_per_s"] = benchmark::Counter(static_cast<double>(FLAGS_update_txns.i64()),
+                                                      benchmark::Counter::kIsRate);
   }
 }
 
@@ -632,7 +635,8 @@ absl::Status MakeCacheFixture(CacheFixture& f, uint32_t pages) {
 }
 
 void BM_CacheFetch(benchmark::State& state) {
-  const uint32_t per_thread = static_cast<uint32_t>(std::max<int64_t>(1, FLAGS_cache_bench_pages.i64()));
+  const uint32_t per_thread =
+      static_cast<uint32_t>(std::max<int64_t>(1, FLAGS_cache_bench_pages.i64()));
   cache::BufferCache* cache = nullptr;
   {
     std::lock_guard<std::mutex> g(g_cache_mu);
@@ -657,7 +661,8 @@ void BM_CacheFetch(benchmark::State& state) {
     benchmark::DoNotOptimize(r->data());
     i = i + 1 == per_thread ? 0 : i + 1;
   }  // the PageRef is released at the end of every iteration
-  const double ns = Seconds(t0, Clock::now()) * 1e9 / static_cast<double>(std::max<int64_t>(1, state.iterations()));
+  const double ns = Seconds(t0, Clock::now()) * 1e9 /
+                    static_cast<double>(std::max<int64_t>(1, state.iterations()));
   state.SetItemsProcessed(state.iterations());
   state.counters["ns_per_fetch"] = benchmark::Counter(ns, benchmark::Counter::kAvgThreads);
   if (state.thread_index() == 0) {
@@ -720,7 +725,9 @@ void BM_Commit(benchmark::State& state) {
     MakePad(id, &std::get<std::string>(row[2]));
     auto txn = f.db.db->Begin();
     if (Failed(state, txn.status(), "core/commit begin")) break;
-    if (Failed(state, (*txn)->Insert(f.db.table, row).status(), absl::StrCat("core/commit insert id ", id))) break;
+    if (Failed(state, (*txn)->Insert(f.db.table, row).status(),
+               absl::StrCat("core/commit insert id ", id)))
+      break;
     if (Failed(state, (*txn)->Commit(), absl::StrCat("core/commit commit of id ", id))) break;
   }
   // The loop's end barrier: every thread is done committing here.
@@ -731,7 +738,8 @@ void BM_Commit(benchmark::State& state) {
       const double secs = Seconds(f.t0, Clock::now());
       const DatabaseStats after = f.db.db->stats();
       const double commits = static_cast<double>(after.commits - f.before.commits);
-      const double flushes = static_cast<double>(after.group_commit_flushes - f.before.group_commit_flushes);
+      const double flushes =
+          static_cast<double>(after.group_commit_flushes - f.before.group_commit_flushes);
       CommitResult r{commits / secs, commits > 0 ? flushes / commits : 0};
       state.counters["commits_per_s"] = r.commits_per_s;
       state.counters["flushes_per_commit"] = r.flushes_per_commit;
@@ -782,8 +790,9 @@ void PrintDoublewriteCost(std::FILE* out) {
                  MedianOf(g_home_writes, op, Engine::kEmberNoDw));
   }
   if (header) {
-    std::fprintf(out, "on writes = pages written home; dw_writes = protection copies and their "
-                      "record pages, written on top of them\n");
+    std::fprintf(out,
+                 "on writes = pages written home; dw_writes = protection copies and their "
+                 "record pages, written on top of them\n");
   }
 }
 
@@ -802,18 +811,17 @@ void PrintSummary() {
                                            : "unique index on id in both",
                  Runs(), Runs() == 1 ? "" : "s");
     std::fprintf(out, "%-7s %-19s %10s %10s %12s %12s %6s %11s %10s %10s %6s %9s %9s\n", "op",
-                 "work", "EmberDB s", "SQLite s", "EmberDB op/s", "SQLite op/s", "ratio",
-                 "(lo-hi)", "EmberDB cpu", "SQLite cpu", "cpu", "EmberDB w", "SQLite w");
+                 "work", "EmberDB s", "SQLite s", "EmberDB op/s", "SQLite op/s", "ratio", "(lo-hi)",
+                 "EmberDB cpu", "SQLite cpu", "cpu", "EmberDB w", "SQLite w");
     Tally tally;
     for (Op op : {Op::kInsert, Op::kLookup, Op::kUpdate, Op::kScan}) {
       const Paired p = Pair(g_vs_sqlite[static_cast<int>(op)]);
       if (p.runs == 0) continue;
-      const double n = static_cast<double>(op == Op::kInsert || op == Op::kScan
-                                               ? Rows()
-                                           : op == Op::kLookup
-                                               ? FLAGS_lookups.i64()
-                                               : FLAGS_update_txns.i64() *
-                                                     std::max<int64_t>(1, FLAGS_updates_per_txn.i64()));
+      const double n = static_cast<double>(
+          op == Op::kInsert || op == Op::kScan ? Rows()
+          : op == Op::kLookup
+              ? FLAGS_lookups.i64()
+              : FLAGS_update_txns.i64() * std::max<int64_t>(1, FLAGS_updates_per_txn.i64()));
       std::fprintf(out,
                    "%-7s %-19s %10.4f %10.4f %12.0f %12.0f %6.2f %11s %10.4f %10.4f %6.2f %9.0f "
                    "%9.0f\n",
@@ -835,7 +843,8 @@ void PrintSummary() {
     tally.Print(out, "operations");
   }
   if (AnyFailed()) {
-    std::fprintf(out, "Some rows FAILED (see 'bench: FAILED' on stderr): they are not in the summary.\n");
+    std::fprintf(
+        out, "Some rows FAILED (see 'bench: FAILED' on stderr): they are not in the summary.\n");
   }
   PrintDoublewriteCost(out);
   if (!g_cache_ns.empty()) {
@@ -869,7 +878,8 @@ void Register() {
     for (int run = 0; run < Runs(); ++run) {
       std::vector<Engine> engines = {Engine::kEmber, Engine::kSqlite};
       if (writes) engines = {Engine::kEmber, Engine::kEmberNoDw, Engine::kSqlite};
-      if (!EmberFirst(run, salt[static_cast<int>(op)])) std::reverse(engines.begin(), engines.end());
+      if (!EmberFirst(run, salt[static_cast<int>(op)]))
+        std::reverse(engines.begin(), engines.end());
       for (Engine e : engines) {
         benchmark::RegisterBenchmark(absl::StrCat("core/", kOpNames[static_cast<int>(op)], "/run:",
                                                   run, "/", kEngineNames[static_cast<int>(e)])

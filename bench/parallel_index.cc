@@ -63,7 +63,7 @@ std::string Word(std::mt19937_64& rng) {
 }
 
 struct Loaded {
-  std::string path;   // the loaded, closed database
+  std::string path;  // the loaded, closed database
   uint64_t pages = 0;
 };
 std::map<int64_t, Loaded>& Templates() {

@@ -64,11 +64,10 @@ absl::Status Load(int64_t rows, const std::string& garbage, std::string* path) {
   o.forced_writes = false;  // the load is not measured
   absl::StatusOr<std::unique_ptr<ember::Database>> db = ember::Database::Open(*path, o);
   if (!db.ok()) return db.status();
-  absl::StatusOr<ember::Table> t = (*db)->CreateTable(
-      {"BIGTABLE",
-       {{"ID", ember::ColumnType::kInt64, false},
-        {"FIELD", ember::ColumnType::kInt64},
-        {"S", ember::ColumnType::kString}}});
+  absl::StatusOr<ember::Table> t = (*db)->CreateTable({"BIGTABLE",
+                                                       {{"ID", ember::ColumnType::kInt64, false},
+                                                        {"FIELD", ember::ColumnType::kInt64},
+                                                        {"S", ember::ColumnType::kString}}});
   if (!t.ok()) return t.status();
   if (auto pk = (*db)->CreateIndex({"PK_BIGTABLE", "BIGTABLE", {"ID"}, true}); !pk.ok()) {
     return pk.status();
@@ -80,8 +79,8 @@ absl::Status Load(int64_t rows, const std::string& garbage, std::string* path) {
     absl::StatusOr<std::unique_ptr<ember::Transaction>> txn = (*db)->Begin();
     if (!txn.ok()) return txn.status();
     for (int64_t end = std::min(rows, done + kBatch); done < end; ++done) {
-      absl::StatusOr<ember::RecordId> r =
-          (*txn)->Insert(*t, {done + 1, done, std::string(100, static_cast<char>('a' + done % 26))});
+      absl::StatusOr<ember::RecordId> r = (*txn)->Insert(
+          *t, {done + 1, done, std::string(100, static_cast<char>('a' + done % 26))});
       if (!r.ok()) return r.status();
       ids.push_back(*r);
     }
@@ -102,8 +101,8 @@ absl::Status Load(int64_t rows, const std::string& garbage, std::string* path) {
   if (!st.ok()) return st.status();
   const uint64_t left = garbage == "dead" ? st->dead_versions : st->back_versions;
   if (left != static_cast<uint64_t>(rows)) {
-    return eb::Wrong(absl::StrCat("the load left ", left, " ", garbage, " versions for ", rows,
-                                  " rows"));
+    return eb::Wrong(
+        absl::StrCat("the load left ", left, " ", garbage, " versions for ", rows, " rows"));
   }
   return (*db)->Close();
 }
@@ -116,9 +115,8 @@ absl::Status CheckClean(ember::Database* db, int64_t rows) {
   if (!st.ok()) return st.status();
   if (st->dead_versions != 0 || st->back_versions != 0 ||
       st->records != static_cast<uint64_t>(rows)) {
-    return eb::Wrong(absl::StrCat("after the sweep: ", st->records, " records, ",
-                                  st->dead_versions, " dead and ", st->back_versions,
-                                  " back versions"));
+    return eb::Wrong(absl::StrCat("after the sweep: ", st->records, " records, ", st->dead_versions,
+                                  " dead and ", st->back_versions, " back versions"));
   }
   absl::StatusOr<std::unique_ptr<ember::Transaction>> txn = db->Begin();
   if (!txn.ok()) return txn.status();
@@ -128,8 +126,8 @@ absl::Status CheckClean(ember::Database* db, int64_t rows) {
   for (; (*c)->Valid(); ++n) {
     const ember::Row& r = (*c)->row();
     if (std::get<int64_t>(r[1]) + 1 != std::get<int64_t>(r[0])) {
-      return eb::Wrong(absl::StrCat("row ", std::get<int64_t>(r[0]), " has field ",
-                                    std::get<int64_t>(r[1])));
+      return eb::Wrong(
+          absl::StrCat("row ", std::get<int64_t>(r[0]), " has field ", std::get<int64_t>(r[1])));
     }
     if (absl::Status s = (*c)->Next(); !s.ok()) return s;
   }
@@ -186,10 +184,10 @@ void RunFirst(benchmark::State& state, int64_t rows, const std::string& garbage,
     if (eb::Failed(state, r.status(), "sweep")) return;
     Report(state, *r, (*db)->stats().pages - before);
     if (r->versions_removed != static_cast<uint64_t>(rows)) {
-      eb::Failed(state,
-                 eb::Wrong(absl::StrCat("the sweep removed ", r->versions_removed,
-                                        " versions of ", rows)),
-                 "sweep");
+      eb::Failed(
+          state,
+          eb::Wrong(absl::StrCat("the sweep removed ", r->versions_removed, " versions of ", rows)),
+          "sweep");
       return;
     }
     before = (*db)->stats().pages;

@@ -16,8 +16,9 @@
 // calling thread. The time (manual) is add + finish + merge into a stream that counts the
 // entries; counters add_s (includes the sorts and writes of spilled runs), sort_s (Finish: the
 // sort of the last run), merge_s, runs, spilled_runs, spill_mb, peak_mb (the sort's own
-// accounting), minor_faults (fresh memory touched: the builders' arenas and records). --check=1 merges again afterwards, untimed, and fails the row unless the stream
-// is in (key, value) order and holds every entry once.
+// accounting), minor_faults (fresh memory touched: the builders' arenas and records). --check=1
+// merges again afterwards, untimed, and fails the row unless the stream is in (key, value) order
+// and holds every entry once.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -100,27 +101,26 @@ absl::Status FirstError(const std::vector<absl::Status>& v) {
 }
 
 // The merged stream in (key, value) order with every entry once (values are the word indexes).
-absl::Status Check(const sort::Merger& m, const std::vector<sort::SplitPoint>& sp,
-                   const Words& w) {
+absl::Status Check(const sort::Merger& m, const std::vector<sort::SplitPoint>& sp, const Words& w) {
   std::string prev;
   uint64_t prev_value = 0, count = 0;
   std::vector<bool> seen(w.size());
   for (size_t r = 0; r <= sp.size(); ++r) {
-    absl::Status s = m.MergeRange(
-        r == 0 ? nullptr : &sp[r - 1], r == sp.size() ? nullptr : &sp[r],
-        [&](std::string_view k, uint64_t v) -> absl::Status {
-          if (count > 0 && sort::CompareEntry(prev, prev_value, k, v) >= 0) {
-            return eb::Wrong(absl::StrCat("entry ", count, " out of order"));
-          }
-          if (v >= w.size() || seen[v] || w[v] != k) {
-            return eb::Wrong(absl::StrCat("entry ", count, " is not a word's"));
-          }
-          seen[v] = true;
-          prev.assign(k);
-          prev_value = v;
-          ++count;
-          return absl::OkStatus();
-        });
+    absl::Status s =
+        m.MergeRange(r == 0 ? nullptr : &sp[r - 1], r == sp.size() ? nullptr : &sp[r],
+                     [&](std::string_view k, uint64_t v) -> absl::Status {
+                       if (count > 0 && sort::CompareEntry(prev, prev_value, k, v) >= 0) {
+                         return eb::Wrong(absl::StrCat("entry ", count, " out of order"));
+                       }
+                       if (v >= w.size() || seen[v] || w[v] != k) {
+                         return eb::Wrong(absl::StrCat("entry ", count, " is not a word's"));
+                       }
+                       seen[v] = true;
+                       prev.assign(k);
+                       prev_value = v;
+                       ++count;
+                       return absl::OkStatus();
+                     });
     if (!s.ok()) return s;
   }
   if (count != w.size()) return eb::Wrong(absl::StrCat(count, " entries of ", w.size()));
@@ -132,9 +132,10 @@ void RunSort(benchmark::State& state, int workers, int runs, const std::string& 
   const uint64_t need = SortBytes(w);
   // runs = 1: room for all (the memory the sort really uses is its peak, not this);
   // otherwise R - 1 full runs per worker and a last one half full.
-  const uint64_t limit = runs == 1 ? need * 2 + (uint64_t{64} << 20)
-                                   : static_cast<uint64_t>(static_cast<double>(need) /
-                                                           (static_cast<double>(runs) - 0.5));
+  const uint64_t limit =
+      runs == 1
+          ? need * 2 + (uint64_t{64} << 20)
+          : static_cast<uint64_t>(static_cast<double>(need) / (static_cast<double>(runs) - 0.5));
   std::string dir;
   if (runs > 1) {
     dir = temp == "ram" ? "/dev/shm/ember-bench-sort-keys" : eb::DbDir() + "/sort-keys-temp";
@@ -168,7 +169,8 @@ void RunSort(benchmark::State& state, int workers, int runs, const std::string& 
     });
     const eb::Clock::time_point t1 = eb::Clock::now();
     if (eb::Failed(state, FirstError(status), "add")) return;
-    OnWorkers(workers, [&](int i) { status[static_cast<size_t>(i)] = b[static_cast<size_t>(i)]->Finish(); });
+    OnWorkers(workers,
+              [&](int i) { status[static_cast<size_t>(i)] = b[static_cast<size_t>(i)]->Finish(); });
     const eb::Clock::time_point t2 = eb::Clock::now();
     if (eb::Failed(state, FirstError(status), "finish")) return;
     std::vector<sort::RunBuilder*> raw;
@@ -190,7 +192,8 @@ void RunSort(benchmark::State& state, int workers, int runs, const std::string& 
     if (eb::Failed(state, FirstError(status), "merge")) return;
     uint64_t total = 0;
     for (uint64_t c : counts) total += c;
-    if (eb::Failed(state, total == w.size() ? absl::OkStatus() : eb::Wrong("entry count"), "merge")) {
+    if (eb::Failed(state, total == w.size() ? absl::OkStatus() : eb::Wrong("entry count"),
+                   "merge")) {
       return;
     }
     state.SetIterationTime(eb::Seconds(t0, t3));
@@ -237,8 +240,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "sort_keys: workers and runs must be positive\n");
         return 1;
       }
-      const std::string base = absl::StrCat("sort_keys/entries:", FLAGS_entries.i64(),
-                                            "/workers:", wk, "/runs:", r);
+      const std::string base =
+          absl::StrCat("sort_keys/entries:", FLAGS_entries.i64(), "/workers:", wk, "/runs:", r);
       for (const std::string& t : r == 1 ? std::vector<std::string>{""} : temps) {
         eb::AddRow(t.empty() ? base : absl::StrCat(base, "/temp:", t),
                    [wk, r, t](benchmark::State& st) {

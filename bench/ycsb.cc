@@ -151,9 +151,7 @@ uint64_t FnvHash64(uint64_t v) {
   return s < 0 ? ~h + 1 : h;
 }
 
-std::string KeyOf(uint64_t keynum) {
-  return absl::StrFormat("user%019u", FnvHash64(keynum));
-}
+std::string KeyOf(uint64_t keynum) { return absl::StrFormat("user%019u", FnvHash64(keynum)); }
 
 double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
@@ -162,7 +160,10 @@ double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) *
 class Zipfian {
  public:
   Zipfian(double items, double theta, double zetan)
-      : items_(items), theta_(theta), zetan_(zetan), alpha_(1 / (1 - theta)),
+      : items_(items),
+        theta_(theta),
+        zetan_(zetan),
+        alpha_(1 / (1 - theta)),
         eta_((1 - std::pow(2.0 / items, 1 - theta)) / (1 - (1 + std::pow(0.5, theta)) / zetan)) {}
   uint64_t Next(std::mt19937_64& rng) const {
     const double u = Uniform(rng);
@@ -295,8 +296,8 @@ constexpr const char* kOpNames[kOpTypes] = {"read", "update", "insert", "scan", 
 
 struct Workload {
   char letter;
-  const char* mix;                  // for the summary
-  double proportion[kOpTypes];      // in OpType order, as YCSB's CoreWorkload lists them
+  const char* mix;              // for the summary
+  double proportion[kOpTypes];  // in OpType order, as YCSB's CoreWorkload lists them
 };
 // Phase 0 is the load; phases 1.. the workloads in the order they run.
 constexpr int kLoad = 0;
@@ -390,13 +391,13 @@ class Store {
   }
   virtual absl::Status Read(const std::string& key, Answer* a) = 0;
   virtual absl::Status Update(const std::string& key, int field, const std::string& value) = 0;
-  virtual absl::Status ReadModifyWrite(const std::string& key, int field,
-                                       const std::string& value, Answer* a) = 0;
+  virtual absl::Status ReadModifyWrite(const std::string& key, int field, const std::string& value,
+                                       Answer* a) = 0;
   virtual absl::Status Insert(const std::string& key, const std::vector<std::string>& fields) = 0;
   virtual absl::Status Scan(const std::string& start, int64_t length, Answer* a) = 0;
   virtual absl::Status ScanAll(Answer* a) = 0;  // every row in key order
-  virtual absl::Status Settle() = 0;             // the deferred work (file comment)
-  virtual absl::Status Quiesce() = 0;            // untimed, before a row
+  virtual absl::Status Settle() = 0;            // the deferred work (file comment)
+  virtual absl::Status Quiesce() = 0;           // untimed, before a row
   virtual double Cpu() const = 0;
   virtual void StartCounters() = 0;
   virtual void SetCounters(benchmark::State& state) = 0;
@@ -879,9 +880,9 @@ void BM_Phase(benchmark::State& state, int phase, int engine, int run) {
       if (phase == kLoad) {
         h = {run, "", Records()};
       } else {
-        s = SameAsOther(absl::StrCat("run:", run, "/", PhaseName(phase), " after '",
-                                     history_before, "'"),
-                        answer.digest(), engine);
+        s = SameAsOther(
+            absl::StrCat("run:", run, "/", PhaseName(phase), " after '", history_before, "'"),
+            answer.digest(), engine);
         h.applied += PhaseName(phase);
         h.rows += static_cast<int64_t>(lat[static_cast<size_t>(OpType::kInsert)].size());
       }
@@ -893,8 +894,8 @@ void BM_Phase(benchmark::State& state, int phase, int engine, int run) {
         s = eb::Wrong(absl::StrCat("the table holds ", all.rows(), " rows, not ", h.rows));
       }
       if (s.ok()) {
-        s = SameAsOther(absl::StrCat("run:", run, "/table after '", h.applied, "'"),
-                        all.digest(), engine);
+        s = SameAsOther(absl::StrCat("run:", run, "/table after '", h.applied, "'"), all.digest(),
+                        engine);
       }
     }
     if (eb::Failed(state, s, what)) {
@@ -968,8 +969,8 @@ void PrintSummary() {
                  "alternating which engine goes first)\n",
                  static_cast<long long>(Records()), static_cast<long long>(FieldLength()),
                  eb::FLAGS_forced_writes.str().c_str(),
-                 eb::FLAGS_forced_writes.b() ? "FULL" : "OFF",
-                 eb::Runs(), eb::Runs() == 1 ? "" : "s");
+                 eb::FLAGS_forced_writes.b() ? "FULL" : "OFF", eb::Runs(),
+                 eb::Runs() == 1 ? "" : "s");
     std::fprintf(out, "%-5s %-33s %12s %12s %6s %11s %10s %10s %9s\n", "phase", "work",
                  "EmberDB op/s", "SQLite op/s", "ratio", "(lo-hi)", "EmberDB cpu", "SQLite cpu",
                  "upd p99");
@@ -980,13 +981,14 @@ void PrintSummary() {
       const OpsRatio r = OpsRatioOf(g_cmp[phase]);
       const auto n = static_cast<double>(g_items[phase]);
       const int upd = static_cast<int>(OpType::kUpdate);
-      std::fprintf(out, "%-5s %-33s %12.0f %12.0f %6.2f %11s %10.3f %10.3f %9s\n",
-                   PhaseName(phase).c_str(), WorkOf(phase).c_str(),
-                   p.ember_s > 0 ? n / p.ember_s : 0, p.other_s > 0 ? n / p.other_s : 0, r.median,
-                   p.runs > 1 ? absl::StrFormat("%.2f-%.2f", r.lo, r.hi).c_str() : "",
-                   p.ember_cpu, p.other_cpu,
-                   eb::Ratio(MedianOf(g_p99, phase, kEmber, upd),
-                             MedianOf(g_p99, phase, kSqlite, upd)).c_str());
+      std::fprintf(
+          out, "%-5s %-33s %12.0f %12.0f %6.2f %11s %10.3f %10.3f %9s\n", PhaseName(phase).c_str(),
+          WorkOf(phase).c_str(), p.ember_s > 0 ? n / p.ember_s : 0,
+          p.other_s > 0 ? n / p.other_s : 0, r.median,
+          p.runs > 1 ? absl::StrFormat("%.2f-%.2f", r.lo, r.hi).c_str() : "", p.ember_cpu,
+          p.other_cpu,
+          eb::Ratio(MedianOf(g_p99, phase, kEmber, upd), MedianOf(g_p99, phase, kSqlite, upd))
+              .c_str());
       tally.Add(PhaseName(phase), p);
     }
     std::fprintf(out,
@@ -997,8 +999,9 @@ void PrintSummary() {
                  "latency (below 1: EmberDB faster). The count below goes by time ratios "
                  "EmberDB / SQLite, the inverse of op/s ratios (below 1: EmberDB faster).\n");
     tally.Print(out, "phases");
-    std::fprintf(out, "\nlatency per operation, microseconds (medians over runs of each run's "
-                      "p50 and p99):\n");
+    std::fprintf(out,
+                 "\nlatency per operation, microseconds (medians over runs of each run's "
+                 "p50 and p99):\n");
     std::fprintf(out, "%-5s %-7s %12s %12s %12s %12s %9s %9s\n", "phase", "op", "EmberDB p50",
                  "EmberDB p99", "SQLite p50", "SQLite p99", "p50 ratio", "p99 ratio");
     for (int phase : g_phases) {
@@ -1016,8 +1019,9 @@ void PrintSummary() {
     }
   }
   if (eb::AnyFailed()) {
-    std::fprintf(out, "Some rows FAILED (see 'bench: FAILED' on stderr): they are not in the "
-                      "summary.\n");
+    std::fprintf(out,
+                 "Some rows FAILED (see 'bench: FAILED' on stderr): they are not in the "
+                 "summary.\n");
   }
   std::fflush(out);
 }
@@ -1049,8 +1053,9 @@ bool CheckFlags() {
   if (!ParseWorkloads()) return false;
   if (FLAGS_records.i64() < 1 || FLAGS_operations.i64() < 0 || FLAGS_load_batch.i64() < 1 ||
       FLAGS_max_scan_length.i64() < 1) {
-    std::fprintf(stderr, "ycsb: --records, --load_batch and --max_scan_length must be at least "
-                         "1, --operations at least 0\n");
+    std::fprintf(stderr,
+                 "ycsb: --records, --load_batch and --max_scan_length must be at least "
+                 "1, --operations at least 0\n");
     return false;
   }
   if (FLAGS_field_length.i64() < 8 || FLAGS_field_length.i64() > 100000) {
@@ -1086,9 +1091,9 @@ int main(int argc, char** argv) {
   eb::FLAGS_sqlite_journal.SetDefault("wal");
   if (!eb::CheckNoRepetitions(argc, argv) || !eb::Init(&argc, argv)) return 1;
   if (!CheckFlags()) return 1;
-  for (const eb::Flag* f : {&eb::FLAGS_runs, &FLAGS_records, &FLAGS_operations,
-                            &FLAGS_field_length, &FLAGS_max_scan_length, &FLAGS_workloads,
-                            &FLAGS_load_batch, &FLAGS_seed}) {
+  for (const eb::Flag* f :
+       {&eb::FLAGS_runs, &FLAGS_records, &FLAGS_operations, &FLAGS_field_length,
+        &FLAGS_max_scan_length, &FLAGS_workloads, &FLAGS_load_batch, &FLAGS_seed}) {
     benchmark::AddCustomContext(f->name(), f->str());
   }
   benchmark::AddCustomContext("request_distribution", "zipfian 0.99 (YCSB's scrambled zipfian)");

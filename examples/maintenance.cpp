@@ -7,13 +7,13 @@
 
 #include "ember/ember.h"
 
-#define CHECK_OK(expr)                                                      \
-  do {                                                                      \
-    absl::Status _s = (expr);                                               \
-    if (!_s.ok()) {                                                         \
+#define CHECK_OK(expr)                                                             \
+  do {                                                                             \
+    absl::Status _s = (expr);                                                      \
+    if (!_s.ok()) {                                                                \
       std::fprintf(stderr, "%s: %s\n", #expr, std::string(_s.ToString()).c_str()); \
-      return 1;                                                             \
-    }                                                                       \
+      return 1;                                                                    \
+    }                                                                              \
   } while (0)
 
 int main(int argc, char** argv) {
@@ -26,9 +26,8 @@ int main(int argc, char** argv) {
   options.parallel_workers = 2;      // what they use by default
   auto db = ember::Database::Open(path, options);
   CHECK_OK(db.status());
-  auto words = (*db)->CreateTable({"words",
-                                   {{"id", ember::ColumnType::kInt64, false},
-                                    {"word", ember::ColumnType::kString}}});
+  auto words = (*db)->CreateTable(
+      {"words", {{"id", ember::ColumnType::kInt64, false}, {"word", ember::ColumnType::kString}}});
   CHECK_OK(words.status());
 
   // Load first, index afterwards: the index is built in bulk (scan, sort, merge, bottom-up).
@@ -74,7 +73,8 @@ int main(int argc, char** argv) {
   if (table_stats->dead_versions != 0 || (*db)->stats().gc_versions_removed != 10000) {
     return std::fprintf(stderr, "after the sweep: %llu dead versions left, %llu removed\n",
                         (unsigned long long)table_stats->dead_versions,
-                        (unsigned long long)(*db)->stats().gc_versions_removed), 1;
+                        (unsigned long long)(*db)->stats().gc_versions_removed),
+           1;
   }
 
   // ALTER INDEX ... INACTIVE / ACTIVE: the tree goes, then is rebuilt.
@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
   CHECK_OK(report.status());
   if (!report->ok() || !report->unreachable_pages.empty()) {
     return std::fprintf(stderr, "validate after the drops: %zu errors, %zu unreachable pages\n",
-                        report->errors.size(), report->unreachable_pages.size()), 1;
+                        report->errors.size(), report->unreachable_pages.size()),
+           1;
   }
   std::printf("dropped; validate clean (%llu pages checked)\n",
               (unsigned long long)report->pages_checked);

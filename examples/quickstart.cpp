@@ -6,13 +6,13 @@
 
 #include "ember/ember.h"
 
-#define CHECK_OK(expr)                                                      \
-  do {                                                                      \
-    absl::Status _s = (expr);                                               \
-    if (!_s.ok()) {                                                         \
+#define CHECK_OK(expr)                                                             \
+  do {                                                                             \
+    absl::Status _s = (expr);                                                      \
+    if (!_s.ok()) {                                                                \
       std::fprintf(stderr, "%s: %s\n", #expr, std::string(_s.ToString()).c_str()); \
-      return 1;                                                             \
-    }                                                                       \
+      return 1;                                                                    \
+    }                                                                              \
   } while (0)
 
 int main(int argc, char** argv) {
@@ -76,9 +76,10 @@ int main(int argc, char** argv) {
     auto report = (*db)->Validate();
     CHECK_OK(report.status());
     if (!report->ok()) return std::fprintf(stderr, "validate: %s\n", report->errors[0].c_str()), 1;
-    std::printf("after reopen: id 42 is '%s'; ids 10..19 give %d rows; validate clean (%llu pages)\n",
-                std::get<std::string>((*found)->second[1]).c_str(), rows,
-                (unsigned long long)report->pages_checked);
+    std::printf(
+        "after reopen: id 42 is '%s'; ids 10..19 give %d rows; validate clean (%llu pages)\n",
+        std::get<std::string>((*found)->second[1]).c_str(), rows,
+        (unsigned long long)report->pages_checked);
     CHECK_OK((*txn)->Commit());
     cur->reset();
     txn->reset();

@@ -36,8 +36,8 @@ absl::Status LoadTable(int64_t page_size, int64_t rows, bool index, bool no_save
   absl::StatusOr<std::unique_ptr<ember::Database>> db = ember::Database::Open(d->path, o);
   if (!db.ok()) return db.status();
   d->db = std::move(*db);
-  ember::TableSchema ts{"TST", {{"ID", ember::ColumnType::kInt64, false},
-                                {"VAL", ember::ColumnType::kInt64, false}}};
+  ember::TableSchema ts{
+      "TST", {{"ID", ember::ColumnType::kInt64, false}, {"VAL", ember::ColumnType::kInt64, false}}};
   absl::StatusOr<ember::Table> t = d->db->CreateTable(ts);
   if (!t.ok()) return t.status();
   d->table = *t;
@@ -75,16 +75,16 @@ absl::Status CheckRows(ember::Database* db, const ember::Table& t, int64_t rows,
     const int64_t id = std::get<int64_t>((*c)->row()[0]);
     const int64_t val = std::get<int64_t>((*c)->row()[1]);
     if (val != expected(id)) {
-      return absl::InternalError(absl::StrCat("row ", id, " has VAL ", val, ", expected ",
-                                              expected(id)));
+      return absl::InternalError(
+          absl::StrCat("row ", id, " has VAL ", val, ", expected ", expected(id)));
     }
     id_sum += id;
     if (absl::Status s = (*c)->Next(); !s.ok()) return s;
   }
   if (absl::Status s = (*tx)->Commit(); !s.ok()) return s;
   if (n != rows || id_sum != rows * (rows + 1) / 2) {
-    return absl::InternalError(absl::StrCat("read ", n, " rows (ids summing to ", id_sum,
-                                            "), expected ids 1..", rows));
+    return absl::InternalError(
+        absl::StrCat("read ", n, " rows (ids summing to ", id_sum, "), expected ids 1..", rows));
   }
   return absl::OkStatus();
 }

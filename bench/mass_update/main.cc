@@ -117,8 +117,9 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--page_size" || arg.starts_with("--page_size=")) {
-      std::fprintf(stderr, "mass_update: runs every configuration at each of --page_sizes "
-                           "(default 4096,8192); use --page_sizes=N instead of --page_size\n");
+      std::fprintf(stderr,
+                   "mass_update: runs every configuration at each of --page_sizes "
+                   "(default 4096,8192); use --page_sizes=N instead of --page_size\n");
       return 1;
     }
   }

@@ -58,7 +58,7 @@ absl::StatusOr<int64_t> UpdateAll(Series* s, int64_t delta) {
     absl::StatusOr<std::unique_ptr<ember::Cursor>> c = s->tx->Scan(s->table);
     if (!c.ok()) return c.status();
     Row row(2);
-    for (; (*c)->Valid(); ) {
+    for (; (*c)->Valid();) {
       const Row& r = (*c)->row();
       row[0] = r[0];
       row[1] = std::get<int64_t>(r[1]) + delta;
@@ -89,9 +89,7 @@ absl::StatusOr<int64_t> CountRows(ember::Database* db, const ember::Table& t) {
 // Reads every row in a new transaction: the ids must be exactly 1..rows, each row's VAL its
 // loaded value plus `added`.
 absl::Status CheckRows(ember::Database* db, const ember::Table& t, int64_t rows, int64_t added) {
-  return mass_update::CheckRows(db, t, rows, [added](int64_t id) {
-    return LoadedVal(id) + added;
-  });
+  return mass_update::CheckRows(db, t, rows, [added](int64_t id) { return LoadedVal(id) + added; });
 }
 
 // After the series' transaction rolled back (see the header comment for what each mode leaves).
@@ -107,8 +105,9 @@ absl::StatusOr<ember::TableStats> CheckRolledBack(const Config& c, Series* s) {
         "after the rollback the table holds ", ts->records, " records, ", ts->back_versions,
         " back versions and ", ts->dead_versions, " dead versions; expected ", rows,
         " records and ",
-        c.no_savepoint ? absl::StrCat(rows, " dead versions (no undo log: the transaction is "
-                                            "marked dead)")
+        c.no_savepoint ? absl::StrCat(rows,
+                                      " dead versions (no undo log: the transaction is "
+                                      "marked dead)")
                        : std::string("no back or dead versions (the undo log undoes all)")));
   }
   if (absl::Status st = CheckRows(s->db.get(), s->table, c.rows, 0); !st.ok()) return st;
@@ -173,8 +172,8 @@ void Phase(benchmark::State& state, Config c, bool commit_series, std::string ph
       if (eb::Failed(state, s.tx->Commit(), "commit")) return;
       s.step = 5;
     }
-    if (phase != "gc" && eb::Failed(state, Reach(c, &s, is_update ? phase.back() - '1' : 4),
-                                    "prepare")) {
+    if (phase != "gc" &&
+        eb::Failed(state, Reach(c, &s, is_update ? phase.back() - '1' : 4), "prepare")) {
       return;
     }
     const ember::Counters before = s.db->stats().pages;
@@ -263,15 +262,15 @@ void PrintSummary(const std::vector<Config>& configs) {
       bool any = false;
       for (int k = 0; k < 4; ++k) any |= (u[k] = UpdateTime(c, series, k + 1)) >= 0;
       const std::string base = absl::StrCat(c.Name(), "/series:", series, "/");
-      const double end = Time(base + (series == std::string_view("rollback") ? "rollback"
-                                                                             : "commit"));
+      const double end =
+          Time(base + (series == std::string_view("rollback") ? "rollback" : "commit"));
       const double gc = Time(base + "gc");
       if (!any && end < 0 && gc < 0) continue;
       const bool rb = series == std::string_view("rollback");
-      std::string line = absl::StrFormat(
-          "%s %-8s %8s %8s %8s %8s %5s %8s %8s %8s", ConfigCells(c), series, Cell(u[0]),
-          Cell(u[1]), Cell(u[2]), Cell(u[3]), Ratio(u[3], u[0]), rb ? Cell(end) : "",
-          rb ? "" : Cell(end), rb ? "" : Cell(gc));
+      std::string line =
+          absl::StrFormat("%s %-8s %8s %8s %8s %8s %5s %8s %8s %8s", ConfigCells(c), series,
+                          Cell(u[0]), Cell(u[1]), Cell(u[2]), Cell(u[3]), Ratio(u[3], u[0]),
+                          rb ? Cell(end) : "", rb ? "" : Cell(end), rb ? "" : Cell(gc));
       absl::StrAppend(&lines, absl::StripTrailingAsciiWhitespace(line), "\n");
     }
   }
@@ -309,20 +308,22 @@ void PrintSummary(const std::vector<Config>& configs) {
     std::fprintf(out, "\n%s\n%s %8s %8s %8s %8s\n%s", title.c_str(), kConfigHeader, "update/1",
                  "update/2", "update/3", "update/4", lines.c_str());
   };
-  ratio_table("1M rows against 100K, time ratio per update (rollback series; linear = 10, the "
-              "project's goal: at most 11)",
-              [](const Config& c) {
-                Config small = c;
-                small.rows = 100000;
-                return std::tuple(c.rows == 1000000, c, small);
-              });
-  ratio_table("Without the undo log against with it (no_savepoint:1 / no_savepoint:0), time "
-              "ratio per update",
-              [](const Config& c) {
-                Config with = c;
-                with.no_savepoint = false;
-                return std::tuple(c.no_savepoint, c, with);
-              });
+  ratio_table(
+      "1M rows against 100K, time ratio per update (rollback series; linear = 10, the "
+      "project's goal: at most 11)",
+      [](const Config& c) {
+        Config small = c;
+        small.rows = 100000;
+        return std::tuple(c.rows == 1000000, c, small);
+      });
+  ratio_table(
+      "Without the undo log against with it (no_savepoint:1 / no_savepoint:0), time "
+      "ratio per update",
+      [](const Config& c) {
+        Config with = c;
+        with.no_savepoint = false;
+        return std::tuple(c.no_savepoint, c, with);
+      });
   // Firebird 3.0: only at its page size, only with the index on VAL it had, and against
   // EmberDB with its undo log on (the figures do not say Firebird ran without one; a
   // transaction has it unless asked otherwise).
@@ -352,11 +353,12 @@ void PrintSummary(const std::vector<Config>& configs) {
                  "\nAgainst Firebird 3.0: page size %lld only, index on VAL, EmberDB with its "
                  "undo log (no_savepoint:0),\nrollback series; the project's goal is EmberDB "
                  "at least 5x faster on each update.\n%s\n%8s %-18s %8s %8s %8s %8s\n%s",
-                 static_cast<long long>(kFirebirdPageSize), kFirebirdSource, "rows", "",
-                 "update/1", "update/2", "update/3", "update/4", fb_lines.c_str());
+                 static_cast<long long>(kFirebirdPageSize), kFirebirdSource, "rows", "", "update/1",
+                 "update/2", "update/3", "update/4", fb_lines.c_str());
   } else if (fb_rows_ran) {
-    std::fprintf(out, "\nNo comparison with Firebird 3.0: its figures are for page size %lld, "
-                      "which did not run (--page_sizes).\n",
+    std::fprintf(out,
+                 "\nNo comparison with Firebird 3.0: its figures are for page size %lld, "
+                 "which did not run (--page_sizes).\n",
                  static_cast<long long>(kFirebirdPageSize));
   }
 }
@@ -379,8 +381,9 @@ bool SetUpStatements(const std::vector<int64_t>& page_sizes,
   for (const Config& c : g_configs) {
     if (!checked.insert({c.page_size, c.index, c.no_savepoint}).second) continue;
     if (absl::Status st = CheckRollbackCanFail(c); !st.ok()) {
-      std::fprintf(stderr, "mass_update: FAILED: the rollback check at page_size:%lld/index:%d/"
-                           "no_savepoint:%d: %s\n",
+      std::fprintf(stderr,
+                   "mass_update: FAILED: the rollback check at page_size:%lld/index:%d/"
+                   "no_savepoint:%d: %s\n",
                    static_cast<long long>(c.page_size), c.index ? 1 : 0, c.no_savepoint ? 1 : 0,
                    st.ToString().c_str());
       return false;

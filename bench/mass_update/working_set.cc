@@ -26,8 +26,8 @@ eb::Flag FLAGS_ws_table_rows("ws_table_rows", int64_t{100000},
 
 namespace {
 
-using ember::Row;
 using eb::Clock;
+using ember::Row;
 using eb::operator-;
 using eb::Seconds;
 
@@ -164,8 +164,9 @@ int64_t RowsChanged(const WsSeries& s) {
 // loaded), and the database must validate (after an undo, with just the loaded index keys).
 absl::Status CheckEnd(const WsConfig& c, bool commit, const WsSeries& s) {
   if (!commit && RowsChanged(s) == 0) {
-    return absl::InternalError("the updates changed no row: the check cannot tell a rollback "
-                               "from a rollback that undid nothing");
+    return absl::InternalError(
+        "the updates changed no row: the check cannot tell a rollback "
+        "from a rollback that undid nothing");
   }
   absl::Status st = CheckRows(s.db.get(), s.table, TableRows(), [&](int64_t id) {
     return commit && id <= c.n ? s.val[static_cast<size_t>(id - 1)] : LoadedVal(id);
@@ -189,8 +190,9 @@ void Phase(benchmark::State& state, const WsConfig& c, Pattern p, bool commit, b
     s.step = -1;  // until the phase succeeds
     const ember::Counters before = s.db->stats().pages;
     const auto t0 = Clock::now();
-    absl::Status st = !end ? RunUpdates(c, p, order, &s) : commit ? s.tx->Commit()
-                                                                  : s.tx->Rollback();
+    absl::Status st = !end     ? RunUpdates(c, p, order, &s)
+                      : commit ? s.tx->Commit()
+                               : s.tx->Rollback();
     const double secs = Seconds(t0, Clock::now());
     if (eb::Failed(state, st, what)) return;
     state.SetIterationTime(secs);
@@ -252,9 +254,11 @@ std::string EndWork(const WsConfig& c, bool commit) {
     v[i][2] = CounterOf(row, "fetches");
   }
   const bool same = v[0][0] <= v[1][0] && v[0][2] <= v[1][2] * 1.1;
-  return absl::StrFormat("pages written %.0f against %.0f (cycle_writes %.0f against %.0f), "
-                         "fetched %.0f against %.0f%s", v[0][0], v[1][0], v[0][1], v[1][1],
-                         v[0][2], v[1][2], same ? ": no more page work, timing noise?" : "");
+  return absl::StrFormat(
+      "pages written %.0f against %.0f (cycle_writes %.0f against %.0f), "
+      "fetched %.0f against %.0f%s",
+      v[0][0], v[1][0], v[0][1], v[1][1], v[0][2], v[1][2],
+      same ? ": no more page work, timing noise?" : "");
 }
 std::string ConfigCells(const WsConfig& c) {
   return absl::StrFormat("%9d %11d %12d", c.page_size, c.n, c.no_savepoint ? 1 : 0);
@@ -279,11 +283,14 @@ std::string PatternLines(std::string* writes_notes) {
                             Cell(commit, 2), Cell(rollback, 2));
       if (w > 0 || dw > 0) {
         absl::StrAppendFormat(
-            writes_notes, "  %s/pattern:%s: %.0f writes (%.0f of them cycle_writes), %.0f "
-            "dw_writes%s\n", c.Group(), PatternName(p), w, cw, dw,
+            writes_notes,
+            "  %s/pattern:%s: %.0f writes (%.0f of them cycle_writes), %.0f "
+            "dw_writes%s\n",
+            c.Group(), PatternName(p), w, cw, dw,
             db_pages > static_cast<double>(eb::FLAGS_cache_pages.i64())
                 ? absl::StrFormat(" (the database, %.0f pages, is larger than the cache: they "
-                                  "may be evictions)", db_pages)
+                                  "may be evictions)",
+                                  db_pages)
                 : std::string(" while the whole database fits in the cache"));
       }
     }
@@ -314,8 +321,8 @@ void PrintWorkingSetSummary() {
                static_cast<long long>(cache_pages), static_cast<long long>(kSavepointEvery));
   std::fprintf(out, "%*s %s\n%s %-19s %9s %8s %9s %12s %9s %11s\n%s",
                static_cast<int>(std::string_view(kConfigHeader).size()) + 30, "",
-               "------ writes before commit -----", kConfigHeader, "pattern", "us/update",
-               "writes", "dw_writes", "cycle_writes", "commit_ms", "rollback_ms", lines.c_str());
+               "------ writes before commit -----", kConfigHeader, "pattern", "us/update", "writes",
+               "dw_writes", "cycle_writes", "commit_ms", "rollback_ms", lines.c_str());
   std::string targets, missed;
   bool any_updates = false;  // an updates row ran: the writes before commit were measured
   for (const WsConfig& c : g_ws_configs) {
@@ -341,18 +348,19 @@ void PrintWorkingSetSummary() {
     if (w < 0 && ratios[1] < 0 && ratios[2] < 0) continue;
     any_updates |= w >= 0;
     absl::StrAppendFormat(&targets, "%s %8s %13s %15s %10s %12s %10s %12s\n", ConfigCells(c),
-                          Cell(db_pages, 0), Cell(commit_writes, 0), Cell(ratios[0], 2),
-                          Cell(w, 0), Cell(cw, 0), Cell(ratios[1], 2), Cell(ratios[2], 2));
+                          Cell(db_pages, 0), Cell(commit_writes, 0), Cell(ratios[0], 2), Cell(w, 0),
+                          Cell(cw, 0), Cell(ratios[1], 2), Cell(ratios[2], 2));
     if (ratios[0] > 2) {
       absl::StrAppendFormat(&missed, "  (a) %s: statements cost %.2fx single_row per update\n",
                             c.Group(), ratios[0]);
     }
     for (int k = 1; k <= 2; ++k) {
       if (ratios[k] > kAboutOne && ms[k][0] - ms[k][1] > kNoiseMs) {
-        absl::StrAppendFormat(&missed, "  (c) %s: the %s of statements took %.2fx that of "
-                              "mass (%.2f ms against %.2f); %s\n", c.Group(),
-                              k == 1 ? "commit" : "rollback", ratios[k], ms[k][0], ms[k][1],
-                              EndWork(c, k == 1));
+        absl::StrAppendFormat(&missed,
+                              "  (c) %s: the %s of statements took %.2fx that of "
+                              "mass (%.2f ms against %.2f); %s\n",
+                              c.Group(), k == 1 ? "commit" : "rollback", ratios[k], ms[k][0],
+                              ms[k][1], EndWork(c, k == 1));
       }
     }
   }
@@ -408,12 +416,10 @@ bool SetUpWorkingSet(const std::vector<int64_t>& page_sizes,
       for (bool commit : {false, true}) {
         const std::string base =
             absl::StrCat(c.Name(p), commit ? "/end:commit/" : "/end:rollback/");
-        AddRow(base + "updates", [c, p, commit](benchmark::State& st) {
-          Phase(st, c, p, commit, false);
-        });
-        AddRow(base + (commit ? "commit" : "rollback"), [c, p, commit](benchmark::State& st) {
-          Phase(st, c, p, commit, true);
-        });
+        AddRow(base + "updates",
+               [c, p, commit](benchmark::State& st) { Phase(st, c, p, commit, false); });
+        AddRow(base + (commit ? "commit" : "rollback"),
+               [c, p, commit](benchmark::State& st) { Phase(st, c, p, commit, true); });
       }
     }
   }

@@ -1,8 +1,6 @@
 // Shared benchmark helpers (see bench_util.h).
 #include "bench/util/bench_util.h"
 
-#include <ctime>
-
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -13,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <new>
@@ -75,13 +74,19 @@ std::vector<Flag*>& Registry() {
 }  // namespace
 
 Flag::Flag(const char* name, int64_t default_value, const char* help)
-    : name_(name), help_(help), kind_(Kind::kInt), int_(default_value),
+    : name_(name),
+      help_(help),
+      kind_(Kind::kInt),
+      int_(default_value),
       str_(std::to_string(default_value)) {
   Registry().push_back(this);
 }
 
 Flag::Flag(const char* name, bool default_value, const char* help)
-    : name_(name), help_(help), kind_(Kind::kBool), int_(default_value ? 1 : 0),
+    : name_(name),
+      help_(help),
+      kind_(Kind::kBool),
+      int_(default_value ? 1 : 0),
       str_(default_value ? "1" : "0") {
   Registry().push_back(this);
 }
@@ -93,9 +98,7 @@ Flag::Flag(const char* name, const char* default_value, const char* help)
 
 bool Flag::Set(std::string_view value) {
   switch (kind_) {
-    case Kind::kString:
-      str_ = std::string(value);
-      return true;
+    case Kind::kString: str_ = std::string(value); return true;
     case Kind::kBool:
       if (value == "1" || value == "true" || value == "yes") int_ = 1;
       else if (value == "0" || value == "false" || value == "no") int_ = 0;
@@ -140,9 +143,9 @@ Flag FLAGS_doublewrite("doublewrite", true,
 namespace {
 
 struct Dirs {
-  std::string root;       // the fresh ember-bench-XXXXXX directory (removed at exit)
-  std::string temp;       // EmberDB's temp directory
-  std::string temp_root;  // what to remove for the temp space when it is not under `root`
+  std::string root;          // the fresh ember-bench-XXXXXX directory (removed at exit)
+  std::string temp;          // EmberDB's temp directory
+  std::string temp_root;     // what to remove for the temp space when it is not under `root`
   bool temp_in_ram = false;  // temp_root is under /dev/shm/ember-bench
   std::atomic<uint64_t> next_file{0};
 
@@ -257,8 +260,8 @@ bool Init(int* argc, char** argv) {
     }
     if (match) {
       if (!match->Set(value)) {
-        std::fprintf(stderr, "bench: bad value '%.*s' for --%s\n", int(value.size()),
-                     value.data(), match->name());
+        std::fprintf(stderr, "bench: bad value '%.*s' for --%s\n", int(value.size()), value.data(),
+                     match->name());
         return false;
       }
       continue;
@@ -334,9 +337,9 @@ absl::Status WaitForCollector(ember::Database& db, const std::string& path) {
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   while (db.stats().gc_pages_queued > 0) {
     if (Clock::now() > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(path, ": the garbage collector still had ", db.stats().gc_pages_queued,
-                       " pages queued after 60 s"));
+      return absl::DeadlineExceededError(absl::StrCat(path, ": the garbage collector still had ",
+                                                      db.stats().gc_pages_queued,
+                                                      " pages queued after 60 s"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -368,8 +371,8 @@ std::string Unescape(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '\\' && i + 3 < s.size()) {
-      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 +
-                                      (s[i + 3] - '0')));
+      out.push_back(
+          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
       i += 3;
     } else {
       out.push_back(s[i]);
@@ -419,7 +422,8 @@ void AddMachineContext() {
   std::from_chars(mem.data(), mem.data() + mem.size(), kb);
   benchmark::AddCustomContext("ram", absl::StrFormat("%.1f GiB", kb / 1048576.0));
   struct utsname u;
-  if (::uname(&u) == 0) benchmark::AddCustomContext("kernel", absl::StrCat(u.sysname, " ", u.release));
+  if (::uname(&u) == 0)
+    benchmark::AddCustomContext("kernel", absl::StrCat(u.sysname, " ", u.release));
   benchmark::AddCustomContext("db_dir", DbDir());
   benchmark::AddCustomContext("db_fs", DescribeFileSystem(DbDir()));
   benchmark::AddCustomContext("temp_dir", TempDir());
@@ -428,8 +432,8 @@ void AddMachineContext() {
   benchmark::AddCustomContext("cache_pages", FLAGS_cache_pages.str());
   benchmark::AddCustomContext("prefault_mb", FLAGS_prefault_mb.str());
   benchmark::AddCustomContext(
-      "cache_bytes", absl::StrFormat("%.1f MiB", FLAGS_page_size.i64() * FLAGS_cache_pages.i64() /
-                                                     1048576.0));
+      "cache_bytes",
+      absl::StrFormat("%.1f MiB", FLAGS_page_size.i64() * FLAGS_cache_pages.i64() / 1048576.0));
   benchmark::AddCustomContext("forced_writes", FLAGS_forced_writes.str());
   benchmark::AddCustomContext("doublewrite", FLAGS_doublewrite.str());
   benchmark::AddCustomContext("sqlite_version", sqlite3_libversion());
@@ -448,8 +452,8 @@ void AddMachineContext() {
 // ---------------------------------------------------------------- counters
 
 Counters operator-(const Counters& a, const Counters& b) {
-  return {a.fetches - b.fetches, a.marks - b.marks, a.reads - b.reads, a.writes - b.writes,
-          a.dw_writes - b.dw_writes, a.cycle_writes - b.cycle_writes};
+  return {a.fetches - b.fetches, a.marks - b.marks,         a.reads - b.reads,
+          a.writes - b.writes,   a.dw_writes - b.dw_writes, a.cycle_writes - b.cycle_writes};
 }
 
 Counters& operator+=(Counters& a, const Counters& b) {

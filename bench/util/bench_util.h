@@ -26,8 +26,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "benchmark/benchmark.h"

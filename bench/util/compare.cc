@@ -20,8 +20,8 @@ bool EmberFirst(int run, int salt) { return (run + salt) % 2 == 0; }
 bool CheckNoRepetitions(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    const bool repeats = arg.starts_with("--benchmark_repetitions") &&
-                         arg != "--benchmark_repetitions=1";
+    const bool repeats =
+        arg.starts_with("--benchmark_repetitions") && arg != "--benchmark_repetitions=1";
     const bool shuffles = arg.starts_with("--benchmark_enable_random_interleaving") &&
                           !arg.ends_with("=false") && !arg.ends_with("=0");
     if (repeats || shuffles) {

@@ -48,12 +48,12 @@ struct Comparison {
 };
 
 struct Paired {
-  int runs = 0;                   // runs with both sides measured
+  int runs = 0;                         // runs with both sides measured
   double ember_s = 0, other_s = 0;      // median seconds
   double ember_cpu = 0, other_cpu = 0;  // median CPU seconds
-  double ratio = 0;               // median of the per-run ratios ember / other (wall clock)
-  double ratio_lo = 0, ratio_hi = 0;  // the smallest and largest per-run ratio
-  double cpu_ratio = 0;           // median of the per-run CPU ratios
+  double ratio = 0;                     // median of the per-run ratios ember / other (wall clock)
+  double ratio_lo = 0, ratio_hi = 0;    // the smallest and largest per-run ratio
+  double cpu_ratio = 0;                 // median of the per-run CPU ratios
 };
 Paired Pair(const Comparison& c);
 

@@ -13,8 +13,8 @@ bool ParseList(const Flag& flag, std::vector<int64_t>* out) {
   for (absl::string_view p : absl::StrSplit(flag.str(), ',', absl::SkipWhitespace())) {
     int64_t v;
     if (!absl::SimpleAtoi(p, &v)) {
-      std::fprintf(stderr, "bad value '%s' in --%s=%s\n", std::string(p).c_str(),
-                   flag.name(), flag.str().c_str());
+      std::fprintf(stderr, "bad value '%s' in --%s=%s\n", std::string(p).c_str(), flag.name(),
+                   flag.str().c_str());
       return false;
     }
     out->push_back(v);
@@ -23,9 +23,10 @@ bool ParseList(const Flag& flag, std::vector<int64_t>* out) {
 }
 
 void AddRow(const std::string& name, std::function<void(benchmark::State&)> fn) {
-  benchmark::RegisterBenchmark(name.c_str(), [fn = std::move(fn)](benchmark::State& st) {
-    fn(st);
-  })->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark(name.c_str(), [fn = std::move(fn)](benchmark::State& st) { fn(st); })
+      ->Iterations(1)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
 }
 
 namespace {

@@ -39,14 +39,14 @@ namespace {
 enum class FileKind { kDb, kJournal, kOther };
 
 struct CountingFile {
-  sqlite3_file base;  // first: SQLite sees a CountingFile as a sqlite3_file
+  sqlite3_file base;   // first: SQLite sees a CountingFile as a sqlite3_file
   sqlite3_file* real;  // the default VFS's file, allocated right after this struct
   FileKind kind;
 };
 
 struct IoCounters {
-  std::atomic<uint64_t> db_writes{0}, db_bytes{0}, journal_bytes{0}, db_syncs{0},
-      journal_syncs{0}, other_bytes{0};
+  std::atomic<uint64_t> db_writes{0}, db_bytes{0}, journal_bytes{0}, db_syncs{0}, journal_syncs{0},
+      other_bytes{0};
 };
 IoCounters g_io;
 sqlite3_vfs* g_real_vfs = nullptr;
@@ -144,7 +144,7 @@ int COpen(sqlite3_vfs*, const char* name, sqlite3_file* f, int flags, int* out_f
   auto* c = reinterpret_cast<CountingFile*>(f);
   c->base.pMethods = nullptr;  // SQLite calls no method of a file whose open failed
   c->real = reinterpret_cast<sqlite3_file*>(c + 1);
-  c->kind = (flags & SQLITE_OPEN_MAIN_DB)                             ? FileKind::kDb
+  c->kind = (flags & SQLITE_OPEN_MAIN_DB)                            ? FileKind::kDb
             : (flags & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_WAL)) ? FileKind::kJournal
                                                                      : FileKind::kOther;
   const int rc = g_real_vfs->xOpen(g_real_vfs, name, c->real, flags, out_flags);
@@ -187,8 +187,7 @@ absl::Status OpenSqlite(const std::string& path, sqlite3** db) {
        {absl::StrCat("PRAGMA page_size=", FLAGS_page_size.i64()),
         absl::StrCat("PRAGMA cache_size=", FLAGS_cache_pages.i64()),
         absl::StrCat("PRAGMA journal_mode=", FLAGS_sqlite_journal.str()),
-        std::string(FLAGS_forced_writes.b() ? "PRAGMA synchronous=FULL"
-                                            : "PRAGMA synchronous=OFF"),
+        std::string(FLAGS_forced_writes.b() ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF"),
         absl::StrCat("PRAGMA secure_delete=", FLAGS_sqlite_secure_delete.b() ? 1 : 0)}) {
     if (absl::Status s = SqlExec(*db, sql); !s.ok()) return s;
   }
@@ -238,7 +237,8 @@ void SetSqliteCounters(benchmark::State& state, const Counters& pages, const Sql
 }
 
 void SetAllWrites(benchmark::State& state, const Counters& pages) {
-  state.counters["all_writes"] = benchmark::Counter(static_cast<double>(pages.writes + pages.dw_writes));
+  state.counters["all_writes"] =
+      benchmark::Counter(static_cast<double>(pages.writes + pages.dw_writes));
 }
 
 void AddSqliteContext() {

@@ -39,11 +39,11 @@ Counters TakeSqlitePages(sqlite3* db);
 // File writes and syncs of every database opened by OpenSqlite, counted by its VFS, by file:
 // the database file, and its journal (rollback journal or WAL).
 struct SqliteIo {
-  uint64_t db_writes = 0;      // xWrite calls on the database file (SQLite writes whole pages)
+  uint64_t db_writes = 0;  // xWrite calls on the database file (SQLite writes whole pages)
   uint64_t db_bytes = 0;
   uint64_t journal_bytes = 0;  // bytes written to the journal or WAL (page images and headers)
   uint64_t db_syncs = 0, journal_syncs = 0;  // xSync calls
-  uint64_t other_bytes = 0;    // temp files, statement journals
+  uint64_t other_bytes = 0;                  // temp files, statement journals
 };
 SqliteIo TakeSqliteIo();  // since the last call
 

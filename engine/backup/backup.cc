@@ -108,7 +108,8 @@ class ChunkWriter {
     p.column = column;
     p.total = *len;
     for (p.offset = 0; p.offset < *len;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(backup::kFrameTarget, *len - p.offset));
+      const size_t n =
+          static_cast<size_t>(std::min<uint64_t>(backup::kFrameTarget, *len - p.offset));
       std::string raw;
       backup::EncodeBlobPieceHeader(p, &raw);
       const size_t at = raw.size();
@@ -175,15 +176,16 @@ absl::Status WriteChunk(Job& job, const worker::Chunk& it, const worker::TaskCon
     if (ctx.cancelled()) return absl::CancelledError("backup cancelled");
     size_t nrows = 0;
     // Rows are decoded with the page latched; their BLOBs are read once it is released.
-    absl::Status s = t->relation->VisitPage(seq, snap.view, [&](uint64_t rec, std::string_view raw) {
-      if (nrows == rows.size()) rows.emplace_back();
-      if (absl::Status d = record::DecodeRow(raw, ncols, &rows[nrows]); !d.ok()) {
-        return absl::DataLossError(
-            absl::StrCat("table ", t->schema.name, " record ", rec, ": ", d.message()));
-      }
-      ++nrows;
-      return absl::OkStatus();
-    });
+    absl::Status s =
+        t->relation->VisitPage(seq, snap.view, [&](uint64_t rec, std::string_view raw) {
+          if (nrows == rows.size()) rows.emplace_back();
+          if (absl::Status d = record::DecodeRow(raw, ncols, &rows[nrows]); !d.ok()) {
+            return absl::DataLossError(
+                absl::StrCat("table ", t->schema.name, " record ", rec, ": ", d.message()));
+          }
+          ++nrows;
+          return absl::OkStatus();
+        });
     if (!s.ok()) return s;
     for (size_t r = 0; r < nrows; ++r) {
       if (absl::Status e = ws.writer->Row(it.part, *t, rows[r]); !e.ok()) return e;
@@ -241,19 +243,19 @@ absl::StatusOr<BackupResult> WriteBackup(BackupSource* db, const std::string& pa
   };
   const std::string raw_catalog = backup::EncodeCatalog(catalog);
   job.totals.raw_bytes += raw_catalog.size();
-  if (absl::Status s = WriteFrame(job.out, backup::FrameType::kCatalog, raw_catalog,
-                                  options.zstd_level);
+  if (absl::Status s =
+          WriteFrame(job.out, backup::FrameType::kCatalog, raw_catalog, options.zstd_level);
       !s.ok()) {
     return fail(s);
   }
 
   const int workers = db->WorkersFor(options.workers);
   std::vector<WorkerState> states;
-  absl::Status run = worker::RunWithLocals(
-      db->workers(), workers, job.chunks.size(), &states,
-      [&](size_t i, const worker::TaskContext& ctx, WorkerState& ws) {
-        return WriteChunk(job, job.chunks[i], ctx, ws);
-      });
+  absl::Status run =
+      worker::RunWithLocals(db->workers(), workers, job.chunks.size(), &states,
+                            [&](size_t i, const worker::TaskContext& ctx, WorkerState& ws) {
+                              return WriteChunk(job, job.chunks[i], ctx, ws);
+                            });
   if (!run.ok()) return fail(run);
 
   backup::EndTotals end;

@@ -69,9 +69,9 @@ absl::StatusOr<FileHeader> DecodeFileHeader(std::string_view b, const std::strin
   FileHeader h;
   h.version = Get32(b.data() + 8);
   if (h.version != kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, ": backup format version ", h.version, "; this build reads version ",
-        kFormatVersion));
+    return absl::FailedPreconditionError(absl::StrCat(what, ": backup format version ", h.version,
+                                                      "; this build reads version ",
+                                                      kFormatVersion));
   }
   h.snapshot = Get64(b.data() + 16);
   h.source_page_size = Get32(b.data() + 24);
@@ -81,9 +81,8 @@ absl::StatusOr<FileHeader> DecodeFileHeader(std::string_view b, const std::strin
 absl::StatusOr<EncodedFrame> EncodeFrame(FrameType type, uint16_t flags, std::string_view raw,
                                          int level) {
   if (raw.size() > kMaxFramePayload) {
-    return absl::InvalidArgumentError(absl::StrCat("a backup frame of ", raw.size(),
-                                                   " bytes is over the limit of ",
-                                                   kMaxFramePayload));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a backup frame of ", raw.size(), " bytes is over the limit of ", kMaxFramePayload));
   }
   EncodedFrame f;
   f.header.type = type;
@@ -278,8 +277,7 @@ absl::Status FrameReader::ReadExact(void* buf, size_t n, bool* eof) {
       *eof = true;
       if (done == 0) return absl::OkStatus();
       return absl::DataLossError(absl::StrCat("backup file ", path_, " is truncated at offset ",
-                                              offset_ + done, " (inside frame ", next_seq_,
-                                              ")"));
+                                              offset_ + done, " (inside frame ", next_seq_, ")"));
     }
     done += static_cast<size_t>(k);
   }
@@ -302,8 +300,8 @@ absl::StatusOr<bool> FrameReader::Next(FrameHeader* h, std::string* stored) {
   absl::StatusOr<FrameHeader> d = DecodeFrameHeader(std::string_view(hb, sizeof hb), Where());
   if (!d.ok()) return d.status();
   if (d->seq != next_seq_ - 1) {
-    return absl::DataLossError(absl::StrCat(Where(), ": frame number ", d->seq,
-                                            " where frame ", next_seq_ - 1,
+    return absl::DataLossError(absl::StrCat(Where(), ": frame number ", d->seq, " where frame ",
+                                            next_seq_ - 1,
                                             " belongs (frames missing or out of order)"));
   }
   if (d->stored_len > size_ - offset_) {
@@ -453,8 +451,7 @@ absl::Status NextValue(std::string_view* in, ColumnType type, PortableValue* v) 
       if (!util::GetVarint64(in, &v->blob_no)) return Corrupt("row (BLOB number)");
       fits = type == ColumnType::kBlob;
       break;
-    default:
-      return Corrupt(absl::StrCat("row (unknown value tag ", tag, ")"));
+    default: return Corrupt(absl::StrCat("row (unknown value tag ", tag, ")"));
   }
   if (!fits) return Corrupt(absl::StrCat("row (value tag ", tag, " in a column of another type)"));
   return absl::OkStatus();
@@ -472,8 +469,7 @@ absl::StatusOr<BlobPiece> DecodeBlobPiece(std::string_view in) {
   BlobPiece p;
   if (!util::GetVarint64(&in, &p.blob_no) || !util::GetVarint64(&in, &p.table) ||
       !util::GetVarint64(&in, &p.column) || !util::GetVarint64(&in, &p.total) ||
-      !util::GetVarint64(&in, &p.offset) || p.offset > p.total ||
-      in.size() > p.total - p.offset) {
+      !util::GetVarint64(&in, &p.offset) || p.offset > p.total || in.size() > p.total - p.offset) {
     return Corrupt("BLOB piece");
   }
   p.bytes = in;
@@ -500,8 +496,7 @@ absl::StatusOr<EndTotals> DecodeEnd(std::string_view in) {
   for (uint64_t& r : e.rows) {
     if (!util::GetVarint64(&in, &r)) return Corrupt("end frame");
   }
-  if (!util::GetVarint64(&in, &e.blobs) || !util::GetVarint64(&in, &e.blob_bytes) ||
-      !in.empty()) {
+  if (!util::GetVarint64(&in, &e.blobs) || !util::GetVarint64(&in, &e.blob_bytes) || !in.empty()) {
     return Corrupt("end frame");
   }
   return e;

@@ -34,17 +34,17 @@ inline constexpr uint16_t kFrameNamesPieces = 1;
 // Tags of a value in a portable row (one per column).
 enum ValueTag : uint8_t {
   kNull = 0,
-  kInt = 1,        // zigzag varint
-  kDouble = 2,     // 8 bytes, IEEE 754, little-endian
-  kString = 3,     // varint length + bytes (string and bytes columns)
-  kBlobBytes = 4,  // varint length + bytes: a BLOB value held in the row
-  kBlobPieces = 5, // varint BLOB number: a BLOB value sent in BlobPiece frames before the row
+  kInt = 1,         // zigzag varint
+  kDouble = 2,      // 8 bytes, IEEE 754, little-endian
+  kString = 3,      // varint length + bytes (string and bytes columns)
+  kBlobBytes = 4,   // varint length + bytes: a BLOB value held in the row
+  kBlobPieces = 5,  // varint BLOB number: a BLOB value sent in BlobPiece frames before the row
 };
 
 struct FileHeader {
   uint32_t version = kFormatVersion;
-  uint64_t snapshot = 0;         // the backup transaction (informational)
-  uint32_t source_page_size = 0; // informational: restores choose their own
+  uint64_t snapshot = 0;          // the backup transaction (informational)
+  uint32_t source_page_size = 0;  // informational: restores choose their own
 };
 std::string EncodeFileHeader(const FileHeader& h);
 // `what` names the file in errors.
@@ -82,7 +82,7 @@ class FrameFile {
   ~FrameFile();
   // Creates (truncates) `path` and writes the file header.
   static absl::StatusOr<std::unique_ptr<FrameFile>> Create(const std::string& path,
-                                                          const FileHeader& h);
+                                                           const FileHeader& h);
   absl::Status Write(EncodedFrame f);
   // Flushes and syncs the file, then closes it. Returns the file's size.
   absl::StatusOr<uint64_t> Finish();
@@ -171,8 +171,8 @@ absl::StatusOr<BlobPiece> DecodeBlobPiece(std::string_view raw);
 
 // --- the end frame: what came before it, to tell a complete file from a cut one.
 struct EndTotals {
-  uint64_t frames = 0;            // frames before the end frame
-  std::vector<uint64_t> rows;     // per table
+  uint64_t frames = 0;         // frames before the end frame
+  std::vector<uint64_t> rows;  // per table
   uint64_t blobs = 0, blob_bytes = 0;
 };
 std::string EncodeEnd(const EndTotals& e);

@@ -74,8 +74,8 @@ class Loader {
       for (size_t c = 0; c < cols.size(); ++c) {
         backup::PortableValue v;
         if (absl::Status s = backup::NextValue(&in, cols[c].type, &v); !s.ok()) {
-          return absl::DataLossError(absl::StrCat(job.where, ": table ", t.schema().name,
-                                                  ", row ", r, ": ", s.message()));
+          return absl::DataLossError(
+              absl::StrCat(job.where, ": table ", t.schema().name, ", row ", r, ": ", s.message()));
         }
         Value& out = (*row)[c];
         switch (v.tag) {
@@ -138,19 +138,18 @@ class Loader {
     }
     absl::StatusOr<backup::BlobPiece> p = backup::DecodeBlobPiece(*raw);
     if (!p.ok()) return absl::DataLossError(absl::StrCat(job.where, ": ", p.status().message()));
-    if (p->table >= tables_.size() ||
-        p->column >= catalog_->tables[p->table].columns.size() ||
+    if (p->table >= tables_.size() || p->column >= catalog_->tables[p->table].columns.size() ||
         catalog_->tables[p->table].columns[p->column].type != ColumnType::kBlob) {
       return absl::DataLossError(absl::StrCat(job.where, ": a BLOB piece for no BLOB column"));
     }
     Open& o = open_[p->blob_no];
     if (!o.writer) {
       if (p->offset != 0) {
-        return absl::DataLossError(absl::StrCat(job.where, ": BLOB ", p->blob_no,
-                                                " starts at offset ", p->offset));
+        return absl::DataLossError(
+            absl::StrCat(job.where, ": BLOB ", p->blob_no, " starts at offset ", p->offset));
       }
-      absl::StatusOr<std::unique_ptr<BlobWriter>> w = txn->CreateBlob(
-          tables_[p->table], catalog_->tables[p->table].columns[p->column].name);
+      absl::StatusOr<std::unique_ptr<BlobWriter>> w =
+          txn->CreateBlob(tables_[p->table], catalog_->tables[p->table].columns[p->column].name);
       if (!w.ok()) return w.status();
       o.writer = std::move(*w);
       o.total = p->total;
@@ -194,9 +193,8 @@ class Loader {
     if (e.blobs < blobs_.load() || e.blobs > blobs_.load() + empty_blobs_.load() ||
         e.blob_bytes != blob_bytes_.load()) {
       return absl::DataLossError(absl::StrCat(where, ": the end frame counts ", e.blobs,
-                                              " BLOBs of ", e.blob_bytes, " bytes, ",
-                                              blobs_.load(), " of ", blob_bytes_.load(),
-                                              " were read"));
+                                              " BLOBs of ", e.blob_bytes, " bytes, ", blobs_.load(),
+                                              " of ", blob_bytes_.load(), " were read"));
     }
     return absl::OkStatus();
   }
@@ -310,7 +308,8 @@ absl::Status LoadFrames(backup::FrameReader* reader, Loader* loader,
       std::vector<Row> rows;
       while (queue.Pop(&j)) {
         if (failed.load()) continue;
-        absl::Status s = loader->LoadRows(txns[static_cast<size_t>(i)].get(), j, nullptr, &r, &rows);
+        absl::Status s =
+            loader->LoadRows(txns[static_cast<size_t>(i)].get(), j, nullptr, &r, &rows);
         if (!s.ok()) note(s);
       }
     });
@@ -399,7 +398,8 @@ absl::Status RestoreIndexes(db::DatabaseImpl* db, const backup::Catalog& catalog
     if (!absl::IsAlreadyExists(why) && !absl::IsInvalidArgument(why)) return why;
     if (ro.strict) {
       return absl::Status(why.code(),
-                          absl::StrCat(why.message(), " (restore with deactivate_indexes, "
+                          absl::StrCat(why.message(),
+                                       " (restore with deactivate_indexes, "
                                        "ember-bak -c -i, to get the rows back with every index "
                                        "inactive)"));
     }
@@ -460,8 +460,8 @@ absl::StatusOr<RestoreResult> RestoreInto(backup::FrameReader* reader, const std
   const auto loaded = Clock::now();
   result.load_seconds = std::chrono::duration<double>(loaded - start).count();
 
-  if (absl::Status s = RestoreIndexes(static_cast<db::DatabaseImpl*>(db.get()), *catalog,
-                                      workers, ro, &result);
+  if (absl::Status s =
+          RestoreIndexes(static_cast<db::DatabaseImpl*>(db.get()), *catalog, workers, ro, &result);
       !s.ok()) {
     return s;
   }

@@ -1,8 +1,9 @@
 // BLOB ids and the BLOB header record.
 //
 // A BlobId is 64 bits: bit 63 set = a temporary BLOB (bits 0..62: a number unique in the open
-// database, owned by one transaction); clear = a stored BLOB: bits 48..62 the relation id, bits 16..47 the page and bits
-// 0..15 the line of its header record (on a secondary data page of the relation).
+// database, owned by one transaction); clear = a stored BLOB: bits 48..62 the relation id,
+// bits 16..47 the page and bits 0..15 the line of its header record (on a secondary data page of
+// the relation).
 //
 // Header record body (after the record header, flag kRecBlob):
 //   u8 level (0, 1, 2; kCompressedFlag added for a compressed BLOB), u64 length, then
@@ -39,10 +40,10 @@ struct BlobHeader {
   uint8_t level = 0;
   uint64_t length = 0;
   bool compressed = false;
-  uint64_t stored_length = 0;        // compressed: bytes of frames and frame table
-  uint32_t frame_bytes = 0;          // compressed: uncompressed bytes per frame
-  std::string inline_data;           // level 0
-  std::vector<page::PageNo> pages;   // level 1: data pages; level 2: list pages
+  uint64_t stored_length = 0;       // compressed: bytes of frames and frame table
+  uint32_t frame_bytes = 0;         // compressed: uncompressed bytes per frame
+  std::string inline_data;          // level 0
+  std::vector<page::PageNo> pages;  // level 1: data pages; level 2: list pages
 
   // Bytes held in the pages (or inline): the frames and table when compressed.
   uint64_t stored_bytes() const { return compressed ? stored_length : length; }

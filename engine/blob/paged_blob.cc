@@ -45,8 +45,8 @@ absl::Status PagedBlob::Append(uint64_t txn, const void* data, size_t n) {
 
 absl::Status PagedBlob::Read(uint64_t offset, void* buf, size_t n) const {
   if (offset + n > length_) {
-    return absl::OutOfRangeError(absl::StrCat("blob read at ", offset, "+", n, " past its length ",
-                                              length_));
+    return absl::OutOfRangeError(
+        absl::StrCat("blob read at ", offset, "+", n, " past its length ", length_));
   }
   const uint32_t cap = page::BlobPageCapacity(cache_->page_size());
   auto* dst = static_cast<uint8_t*>(buf);
@@ -70,7 +70,8 @@ absl::Status PagedBlob::Read(uint64_t offset, void* buf, size_t n) const {
     }
     const uint32_t k = static_cast<uint32_t>(std::min<size_t>(n, cap - in));
     if (in + k > page::BlobUsed(p->data())) {
-      return absl::DataLossError(absl::StrCat("blob page ", pages_[pi], " is shorter than its blob"));
+      return absl::DataLossError(
+          absl::StrCat("blob page ", pages_[pi], " is shorter than its blob"));
     }
     std::memcpy(dst, page::BlobData(p->data()) + in, k);
     dst += k;

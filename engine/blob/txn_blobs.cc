@@ -21,16 +21,20 @@ std::string IdText(uint64_t id) {
 
 TxnBlobs::TxnBlobs(cache::BufferCache* cache, cache::PageSpace* space, io::TempSpace* temp,
                    int mode, uint64_t txn, Resolver resolve, std::atomic<uint64_t>* ids)
-    : cache_(cache), space_(space), temp_(temp), mode_(mode), txn_(txn),
-      resolve_(std::move(resolve)), ids_(ids) {}
+    : cache_(cache),
+      space_(space),
+      temp_(temp),
+      mode_(mode),
+      txn_(txn),
+      resolve_(std::move(resolve)),
+      ids_(ids) {}
 
 TxnBlobs::~TxnBlobs() { (void)ReleaseAll(); }
 
 absl::StatusOr<uint64_t> TxnBlobs::Create(bool engine_made, bool compressed_target) {
   Temp t;
   t.in_temp_space =
-      temp_ != nullptr &&
-      (mode_ == 2 || (mode_ == 1 && (engine_made || compressed_target)));
+      temp_ != nullptr && (mode_ == 2 || (mode_ == 1 && (engine_made || compressed_target)));
   if (!t.in_temp_space) t.paged = std::make_unique<PagedBlob>(cache_, space_, 0);
   const uint64_t n = ids_ ? ids_->fetch_add(1, std::memory_order_relaxed) : next_temp_++;
   const uint64_t id = kTempBit | (n & ~kTempBit);
@@ -41,8 +45,8 @@ absl::StatusOr<uint64_t> TxnBlobs::Create(bool engine_made, bool compressed_targ
 absl::StatusOr<TxnBlobs::Temp*> TxnBlobs::FindTemp(uint64_t id) {
   auto it = temps_.find(id);
   if (it == temps_.end()) {
-    return absl::NotFoundError(absl::StrCat(IdText(id),
-                                            " is not a temporary BLOB of this transaction"));
+    return absl::NotFoundError(
+        absl::StrCat(IdText(id), " is not a temporary BLOB of this transaction"));
   }
   return &it->second;
 }
@@ -51,8 +55,8 @@ absl::StatusOr<TxnBlobs::Stored*> TxnBlobs::FindStored(uint64_t id) {
   if (auto it = stored_.find(id); it != stored_.end()) return it->second.get();
   record::Relation* rel = resolve_(IdRelation(id));
   if (!rel) {
-    return absl::NotFoundError(absl::StrCat(IdText(id), " does not exist: no relation ",
-                                            IdRelation(id)));
+    return absl::NotFoundError(
+        absl::StrCat(IdText(id), " does not exist: no relation ", IdRelation(id)));
   }
   absl::StatusOr<std::string> body = rel->ReadBlobRecord(IdPage(id), IdLine(id));
   if (absl::IsNotFound(body.status())) {
@@ -83,8 +87,8 @@ absl::StatusOr<TxnBlobs::Stored*> TxnBlobs::FindStored(uint64_t id) {
       return absl::DataLossError(absl::StrCat(IdText(id), ": corrupt compressed BLOB header"));
     }
     std::string table(table_bytes, '\0');
-    if (absl::Status st = ReadStoredBytes(*s, stored_bytes - table_bytes, table.data(),
-                                          table.size());
+    if (absl::Status st =
+            ReadStoredBytes(*s, stored_bytes - table_bytes, table.data(), table.size());
         !st.ok()) {
       return st;
     }
@@ -160,8 +164,8 @@ absl::Status TxnBlobs::AppendBlob(Temp* dst, uint64_t src) {
 
 absl::Status TxnBlobs::ReadTemp(const Temp& t, uint64_t offset, void* buf, size_t n) const {
   char* out = static_cast<char*>(buf);
-  size_t i = static_cast<size_t>(
-      std::upper_bound(t.ends.begin(), t.ends.end(), offset) - t.ends.begin());
+  size_t i =
+      static_cast<size_t>(std::upper_bound(t.ends.begin(), t.ends.end(), offset) - t.ends.begin());
   while (n > 0 && i < t.pieces.size()) {
     const Piece& p = t.pieces[i];
     const uint64_t piece_from = t.ends[i] - p.len;
@@ -207,8 +211,7 @@ absl::Status TxnBlobs::Read(uint64_t id, uint64_t offset, void* buf, size_t n) {
   absl::StatusOr<Stored*> s = FindStored(id);
   if (!s.ok()) return s.status();
   if (offset + n > (*s)->length) {
-    return absl::OutOfRangeError(absl::StrCat(IdText(id), ": read past its length ",
-                                              (*s)->length));
+    return absl::OutOfRangeError(absl::StrCat(IdText(id), ": read past its length ", (*s)->length));
   }
   if ((*s)->compressed) return ReadCompressed(**s, offset, buf, n);
   return ReadStoredBytes(**s, offset, buf, n);
@@ -232,8 +235,8 @@ absl::Status TxnBlobs::ReadCompressed(Stored& s, uint64_t offset, void* buf, siz
     if (s.cached_frame != static_cast<int64_t>(f)) {
       s.cached_frame = -1;  // until the frame below decodes
       stored_frame_.resize(ft.starts[f + 1] - ft.starts[f]);
-      if (absl::Status st = ReadStoredBytes(s, ft.starts[f], stored_frame_.data(),
-                                            stored_frame_.size());
+      if (absl::Status st =
+              ReadStoredBytes(s, ft.starts[f], stored_frame_.data(), stored_frame_.size());
           !st.ok()) {
         return st;
       }

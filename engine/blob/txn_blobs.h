@@ -10,9 +10,9 @@
 // last extent when nobody else's piece reaches that end (capacity doubling), so building a BLOB
 // by `b = Concat(b, piece)` costs O(bytes) in time and temp space. In database pages (mode 0,
 // and API-written BLOBs in mode 1) Concat copies both operands, as Firebird's `||` does - that
-// quadratic copy is what the BLOB temp-space experiment measures against. Temporary BLOBs vanish at transaction end
-// (their pages are freed, their TempSpace extents released) unless assigned to a field, which
-// materialises them as stored BLOBs of the field's relation.
+// quadratic copy is what the BLOB temp-space experiment measures against. Temporary BLOBs vanish at
+// transaction end (their pages are freed, their TempSpace extents released) unless assigned to a
+// field, which materialises them as stored BLOBs of the field's relation.
 //
 // Thread safety: one thread at a time (like the transaction).
 #pragma once
@@ -90,17 +90,17 @@ class TxnBlobs {
   struct Temp {
     bool in_temp_space = false;
     uint64_t len = 0;
-    std::vector<Piece> pieces;          // TempSpace: the bytes, in order
-    std::vector<uint64_t> ends;         // end offset (in the BLOB) of each piece
-    std::unique_ptr<PagedBlob> paged;   // database pages
+    std::vector<Piece> pieces;         // TempSpace: the bytes, in order
+    std::vector<uint64_t> ends;        // end offset (in the BLOB) of each piece
+    std::unique_ptr<PagedBlob> paged;  // database pages
   };
   struct Stored {
     uint64_t length = 0;               // the BLOB's bytes
     std::string inline_data;           // level 0: the stored bytes
     std::unique_ptr<PagedBlob> paged;  // level 1 / 2 (pages flattened): the stored bytes
     bool compressed = false;
-    FrameTable frames;                 // compressed: where each frame lies in the stored bytes
-    int64_t cached_frame = -1;         // compressed: the frame last decompressed, kept in `frame`
+    FrameTable frames;          // compressed: where each frame lies in the stored bytes
+    int64_t cached_frame = -1;  // compressed: the frame last decompressed, kept in `frame`
     std::string frame;
   };
   absl::StatusOr<Temp*> FindTemp(uint64_t id);
@@ -112,8 +112,8 @@ class TxnBlobs {
   using Source = std::function<absl::Status(uint64_t offset, char* buf, size_t n)>;
   // Writes `len` bytes from `src` compressed: `h` gets the stored length and frame size and,
   // when they fit inline, the stored bytes; otherwise `*pages` holds them.
-  absl::Status Compress(const Source& src, uint64_t len, int level, uint32_t rel_id,
-                        BlobHeader* h, std::unique_ptr<PagedBlob>* pages);
+  absl::Status Compress(const Source& src, uint64_t len, int level, uint32_t rel_id, BlobHeader* h,
+                        std::unique_ptr<PagedBlob>* pages);
   // Stores header `h` (with its data in `written` or `adopted` past level 0, building list
   // pages at level 2) as a BLOB of `rel`; on an error frees every page `written` holds.
   absl::StatusOr<uint64_t> StoreHeader(BlobHeader& h, std::unique_ptr<PagedBlob>& written,
@@ -138,9 +138,9 @@ class TxnBlobs {
   std::atomic<uint64_t>* ids_ = nullptr;
   absl::flat_hash_map<uint64_t, Temp> temps_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Stored>> stored_;  // decoded headers
-  std::unique_ptr<FrameCompressor> compressor_;      // made on first need
-  std::unique_ptr<FrameDecompressor> decompressor_;  // made on first need
-  std::string stored_frame_;                         // a frame's stored bytes, being decoded
+  std::unique_ptr<FrameCompressor> compressor_;                    // made on first need
+  std::unique_ptr<FrameDecompressor> decompressor_;                // made on first need
+  std::string stored_frame_;  // a frame's stored bytes, being decoded
 };
 
 }  // namespace ember::blob

@@ -264,8 +264,8 @@ absl::Status BufferCache::NoVictimError() const {
     }
   }
   return absl::ResourceExhaustedError(absl::StrCat(
-      "buffer cache: no evictable page among ", opts_.capacity, " frames (", pinned,
-      " pinned, ", waiting, " dirty and waiting for a page that cannot be written yet); ",
+      "buffer cache: no evictable page among ", opts_.capacity, " frames (", pinned, " pinned, ",
+      waiting, " dirty and waiting for a page that cannot be written yet); ",
       "a larger cache_pages may help"));
 }
 

@@ -264,8 +264,8 @@ class BufferCache {
   // another page by the time its level is written was evicted (so written) and reused meanwhile,
   // and is skipped.
   enum class FlushMode { kDurable, kEvict };
-  absl::Status WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels,
-                           Frame* held, FlushMode mode, bool force, std::vector<Frame*>* later);
+  absl::Status WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels, Frame* held,
+                           FlushMode mode, bool force, std::vector<Frame*>* later);
   // file_->Sync(), advancing the write epoch first.
   // *synced (if given): a write epoch that every write completed before the call belongs to,
   // durable once it returns OK.
@@ -287,8 +287,8 @@ class BufferCache {
   std::unique_ptr<uint8_t[], FrameArenaFree> arena_;
   std::vector<std::unique_ptr<Frame>> frames_;
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> table_;  // chunk pointers
-  std::unique_ptr<Doublewrite> dw_;  // null: no torn-page protection
-  util::Mutex miss_mu_;  // misses, eviction, mapping
+  std::unique_ptr<Doublewrite> dw_;                               // null: no torn-page protection
+  util::Mutex miss_mu_;                                           // misses, eviction, mapping
   uint32_t clock_hand_ ABSL_GUARDED_BY(miss_mu_) = 0;
   // Modification sequence numbers: every Mark takes the next one.
   std::atomic<uint64_t> mark_seq_{1};

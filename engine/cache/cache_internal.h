@@ -30,7 +30,7 @@ struct Frame {
   std::atomic<uint32_t> pins{0};
   std::atomic<PageNo> page_no{kUnmapped};
   std::atomic<bool> ref{false};
-  std::atomic<bool> dirty{false};  // mirror of the meta-guarded state, for lock-free checks
+  std::atomic<bool> dirty{false};    // mirror of the meta-guarded state, for lock-free checks
   std::atomic<bool> writing{false};  // a writer has copied the page and its write is in flight
   // A std::shared_mutex, not a util::SharedMutex: a latch is taken in a mode chosen at run time
   // and held across calls (by a PageRef), which the analysis cannot follow.
@@ -49,12 +49,11 @@ struct Frame {
   std::atomic<uint64_t> dirty_since{0};
 
   util::Mutex meta;
-  uint64_t txn_mask ABSL_GUARDED_BY(meta) = 0;  // TxnBit of each marking transaction
-  uint64_t mod_seq ABSL_GUARDED_BY(meta) = 0;   // the sequence number of the last Mark
-  bool fresh ABSL_GUARDED_BY(meta) = false;     // FetchNew(kUnlinked) and not written since
+  uint64_t txn_mask ABSL_GUARDED_BY(meta) = 0;      // TxnBit of each marking transaction
+  uint64_t mod_seq ABSL_GUARDED_BY(meta) = 0;       // the sequence number of the last Mark
+  bool fresh ABSL_GUARDED_BY(meta) = false;         // FetchNew(kUnlinked) and not written since
   std::vector<Edge> prereqs ABSL_GUARDED_BY(meta);  // what to write before this page
 };
-
 
 // Copies of pages on their way to disk in one WriteBatch.
 struct BufferCache::Batch {
@@ -64,8 +63,8 @@ struct BufferCache::Batch {
     uint64_t seq;  // mod_seq of the copy
     bool own;      // the caller's latched page or a claimed victim: no pin of ours to drop
     std::unique_ptr<uint8_t[]> bytes;  // null: nothing to write (clean by the time it was seen)
-    bool fresh = false;   // first write since allocation: no protection copy needed
-    uint64_t epoch = 0;   // set by the write: the write epoch that tracks its durability
+    bool fresh = false;                // first write since allocation: no protection copy needed
+    uint64_t epoch = 0;  // set by the write: the write epoch that tracks its durability
     // Its home write failed after its doublewrite copy was synced: this version is durable (the
     // copy is what recovery applies) but the page must be written home again.
     bool copy_only = false;

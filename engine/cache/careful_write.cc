@@ -185,8 +185,8 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
     if (s.ok()) s = dw_ ? WriteProtected(batch) : WriteHome(all, batch);
     if (s.ok() && !batch.home_error.ok()) {
       // Pages left unwritten, or a caller that needs clean frames: the write failed.
-      const bool all_done = std::all_of(all.begin(), all.end(),
-                                        [&](size_t i) { return batch.items[i].done; });
+      const bool all_done =
+          std::all_of(all.begin(), all.end(), [&](size_t i) { return batch.items[i].done; });
       if (!all_done || !batch.durable_enough) s = batch.home_error;
     }
     if (s.ok()) {

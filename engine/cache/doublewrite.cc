@@ -66,8 +66,7 @@ const uint8_t* CopyOf(Area& a, const DwEntry& e) {
 }
 
 // Writes a marker (a record page without entries) into marker slot `slot`.
-absl::Status PutMarker(io::File* file, uint32_t ps, uint32_t slot, uint64_t seq,
-                       uint64_t through) {
+absl::Status PutMarker(io::File* file, uint32_t ps, uint32_t slot, uint64_t seq, uint64_t through) {
   std::vector<uint8_t> p(ps);
   DwRecord r;
   r.seq = seq;
@@ -159,8 +158,8 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
 
 // ---------------------------------------------------------------- Doublewrite
 
-Doublewrite::Doublewrite(io::File* file, uint32_t page_size, const DwRecovery& start,
-                         DwHooks hooks, bool forced_writes)
+Doublewrite::Doublewrite(io::File* file, uint32_t page_size, const DwRecovery& start, DwHooks hooks,
+                         bool forced_writes)
     : file_(file),
       ps_(page_size),
       ring_(page::DoublewriteSlots(page_size) - page::kMarkerSlots),

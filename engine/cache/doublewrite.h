@@ -112,9 +112,9 @@ class Doublewrite {
     uint32_t n;
     bool home_done = false;
     uint64_t home_epoch = 0;
-    bool failed = false;                     // its home write failed
-    absl::Status error;                      // why
-    absl::flat_hash_set<PageNo> pending;     // failed: pages not written again since
+    bool failed = false;                  // its home write failed
+    absl::Status error;                   // why
+    absl::flat_hash_set<PageNo> pending;  // failed: pages not written again since
   };
   // A ring range [start, start + n) for a record: waits, syncs or writes a marker until the
   // records there are void. `lock` holds mu_ (waits go through it).
@@ -138,7 +138,7 @@ class Doublewrite {
   const bool forced_;
 
   util::Mutex mu_;
-  util::CondVar cv_;  // a flight's home writes completed
+  util::CondVar cv_;                                 // a flight's home writes completed
   std::deque<Flight> flights_ ABSL_GUARDED_BY(mu_);  // records not declared void, in seq order
   uint32_t pos_ ABSL_GUARDED_BY(mu_) = 0;            // next ring index
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_);

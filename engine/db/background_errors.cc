@@ -22,9 +22,9 @@ absl::Status BackgroundErrors::Take() {
   absl::Status out = std::move(first_);
   first_ = absl::OkStatus();
   if (!out.ok() && since_first_ > 0) {
-    out = absl::Status(out.code(), absl::StrCat(out.message(), " (and ", since_first_,
-                                                " later background error(s); the newest: ",
-                                                last_, ")"));
+    out = absl::Status(out.code(),
+                       absl::StrCat(out.message(), " (and ", since_first_,
+                                    " later background error(s); the newest: ", last_, ")"));
   }
   since_first_ = 0;
   return out;

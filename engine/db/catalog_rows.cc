@@ -71,7 +71,6 @@ bool DecodeNames(std::string_view in, std::vector<std::string>* names) {
   return in.empty();
 }
 
-
 absl::StatusOr<CatalogRow> ParseCatalogRow(uint64_t rec, std::string_view raw) {
   auto bad = [rec](absl::string_view what) {
     return absl::DataLossError(absl::StrCat("catalog record ", rec, ": ", what));

@@ -114,9 +114,9 @@ absl::Status TransactionImpl::Commit() {
   db_->AfterTransactionEnd();
   if (!cleanup.ok()) {
     db_->background_errors()->Add(absl::Status(
-        cleanup.code(), absl::StrCat("transaction ", id_, " committed, but its cleanup failed ",
-                                     "(pages it could not free stay allocated): ",
-                                     cleanup.message())));
+        cleanup.code(),
+        absl::StrCat("transaction ", id_, " committed, but its cleanup failed ",
+                     "(pages it could not free stay allocated): ", cleanup.message())));
   }
   return absl::OkStatus();
 }
@@ -138,10 +138,10 @@ absl::Status TransactionImpl::Rollback() {
   // The rollback's own outcome `s`, then the cleanup's error, which does not undo it.
   auto result = [&](absl::Status s) {
     if (!s.ok() || cleanup.ok()) return s;
-    return absl::Status(cleanup.code(),
-                        absl::StrCat("rollback of transaction ", id_, " is done, but its cleanup ",
-                                     "failed (pages it could not free stay allocated): ",
-                                     cleanup.message()));
+    return absl::Status(
+        cleanup.code(),
+        absl::StrCat("rollback of transaction ", id_, " is done, but its cleanup ",
+                     "failed (pages it could not free stay allocated): ", cleanup.message()));
   };
   if (!wrote_) {  // nothing to undo
     db_->ReturnUndoLog(std::move(undo_));
@@ -177,12 +177,12 @@ absl::Status TransactionImpl::Rollback() {
   // must hear why the undo failed: it is an I/O error or damage the database has.
   return absl::Status(
       undo_error.code(),
-      absl::StrCat("rollback of transaction ", id_, ": undoing its changes failed (",
-                   undo_error.message(), "); ",
-                   s.ok() ? "it was marked dead instead, so none of its changes are visible"
-                          : absl::StrCat("marking it dead failed too: ", s.message()),
-                   cleanup.ok() ? "" : absl::StrCat("; its cleanup failed too: ",
-                                                    cleanup.message())));
+      absl::StrCat(
+          "rollback of transaction ", id_, ": undoing its changes failed (", undo_error.message(),
+          "); ",
+          s.ok() ? "it was marked dead instead, so none of its changes are visible"
+                 : absl::StrCat("marking it dead failed too: ", s.message()),
+          cleanup.ok() ? "" : absl::StrCat("; its cleanup failed too: ", cleanup.message())));
 }
 
 }  // namespace ember::db

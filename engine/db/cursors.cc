@@ -32,8 +32,8 @@ absl::Status TableCursor::Fill() {
     auto& [id, row] = rows_[nrows_];
     id = rec;
     if (absl::Status s = record::DecodeRow(raw, ncols, &row); !s.ok()) {
-      return absl::DataLossError(absl::StrCat("table ", table_->schema.name, " record ", rec,
-                                              ": ", s.message()));
+      return absl::DataLossError(
+          absl::StrCat("table ", table_->schema.name, " record ", rec, ": ", s.message()));
     }
     ++nrows_;
     return absl::OkStatus();
@@ -44,8 +44,7 @@ absl::Status TableCursor::Fill() {
     if (seq % internal::kReadAhead == 0) {
       table_->relation->PrefetchPages(seq, internal::kReadAhead);
     }
-    if (absl::Status s =
-            table_->relation->VisitPage(seq, view, decode, &garbage, db->GcHorizon());
+    if (absl::Status s = table_->relation->VisitPage(seq, view, decode, &garbage, db->GcHorizon());
         !s.ok()) {
       return s;
     }
@@ -67,9 +66,10 @@ absl::Status TableCursor::Fill() {
         table_->relation->TakeLater(&unlinked_);
       }
     }
-    if (unlinked_.size() >= 4096 || (!unlinked_.empty() &&
-                                     next_seq_ >= table_->relation->PageSequences())) {
-      if (absl::Status s = table_->relation->FreeUnlinked(&unlinked_, cache::kNoOwnerMark); !s.ok()) {
+    if (unlinked_.size() >= 4096 ||
+        (!unlinked_.empty() && next_seq_ >= table_->relation->PageSequences())) {
+      if (absl::Status s = table_->relation->FreeUnlinked(&unlinked_, cache::kNoOwnerMark);
+          !s.ok()) {
         return s;
       }
     }
@@ -104,8 +104,7 @@ absl::Status IndexCursor::Start() {
       // number's byte count, all below 0xff.
       descending_ ? tree_->Seek(hi_ ? *hi_ + std::string(1, '\xff') : std::string(), true)
                   : tree_->Seek(lo_, false,
-                                    hi_ == lo_ ? internal::kPointSeekBatch
-                                               : index::BTree::kSeekBatch);
+                                hi_ == lo_ ? internal::kPointSeekBatch : index::BTree::kSeekBatch);
   if (!c.ok()) return c.status();
   it_.emplace(std::move(*c));
   return Settle();
@@ -130,7 +129,7 @@ absl::Status IndexCursor::Settle() {
   const size_t ncols = ix_->table->schema.columns.size();
   const record::ReadView view = txn_->View();
   std::string key;
-  for (; it_->Valid(); ) {
+  for (; it_->Valid();) {
     std::string_view entry_key;
     uint64_t rec;
     if (!internal::ParseIndexEntry(*ix_, it_->key(), &entry_key, &rec)) {

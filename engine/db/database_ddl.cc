@@ -41,8 +41,7 @@ absl::StatusOr<TableState*> DatabaseImpl::AddTableState(uint32_t id, const Table
 }
 
 absl::StatusOr<IndexState*> DatabaseImpl::AddIndexState(uint32_t id, const IndexSchema& schema,
-                                                        page::PageNo root,
-                                                        uint64_t catalog_rec) {
+                                                        page::PageNo root, uint64_t catalog_rec) {
   auto it = table_by_name_.find(schema.table);
   if (it == table_by_name_.end()) {
     return absl::NotFoundError(absl::StrCat("index ", schema.name, ": no table ", schema.table));
@@ -85,16 +84,15 @@ absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
   for (size_t i = 0; i < schema.columns.size(); ++i) {
     const Column& c = schema.columns[i];
     if (c.zstd_level < 0 || c.zstd_level > blob::kMaxZstdLevel) {
-      return absl::InvalidArgumentError(absl::StrCat("table ", schema.name, ": column ", c.name,
-                                                     ": zstd_level ", c.zstd_level,
-                                                     " is not 0 (off) or 1..",
-                                                     blob::kMaxZstdLevel));
+      return absl::InvalidArgumentError(
+          absl::StrCat("table ", schema.name, ": column ", c.name, ": zstd_level ", c.zstd_level,
+                       " is not 0 (off) or 1..", blob::kMaxZstdLevel));
     }
     if (c.zstd_level > 0 && c.type != ColumnType::kBlob && c.type != ColumnType::kBytes &&
         c.type != ColumnType::kString) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "table ", schema.name, ": column ", c.name,
-          ": only BLOB, string and bytes columns can be compressed (zstd_level)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("table ", schema.name, ": column ", c.name,
+                       ": only BLOB, string and bytes columns can be compressed (zstd_level)"));
     }
     for (size_t j = 0; j < i; ++j) {
       if (schema.columns[i].name == schema.columns[j].name) {
@@ -118,8 +116,13 @@ absl::StatusOr<Table> DatabaseImpl::CreateTable(const TableSchema& schema) {
   absl::Status s = pp.status();
   uint64_t rec = 0;
   if (s.ok()) {
-    Row row{int64_t{kKindTable}, int64_t{id}, schema.name, int64_t{*pp}, std::string(),
-            int64_t{0}, EncodeColumns(schema.columns)};
+    Row row{int64_t{kKindTable},
+            int64_t{id},
+            schema.name,
+            int64_t{*pp},
+            std::string(),
+            int64_t{0},
+            EncodeColumns(schema.columns)};
     std::string raw;
     record::EncodeRow(row, &raw);
     absl::StatusOr<uint64_t> r = catalog_->Insert(t->id, raw);
@@ -152,9 +155,9 @@ absl::StatusOr<Index> DatabaseImpl::DefineIndex(const IndexSchema& schema,
                                                 const IndexBuildOptions& build, bool active) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   if (build.workers < 0 || build.fill_percent < 10 || build.fill_percent > 100) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("index ", schema.name, ": build workers ", build.workers, " (0 or more), ",
-                     "fill_percent ", build.fill_percent, " (10..100)"));
+    return absl::InvalidArgumentError(absl::StrCat("index ", schema.name, ": build workers ",
+                                                   build.workers, " (0 or more), ", "fill_percent ",
+                                                   build.fill_percent, " (10..100)"));
   }
   util::MutexLock ddl(ddl_mu_);
   absl::StatusOr<txn::TxnManager::Started> t = txns_->Begin();
@@ -168,10 +171,10 @@ absl::StatusOr<Index> DatabaseImpl::DefineIndex(const IndexSchema& schema,
     }
     const uint32_t id = next_relation_id_;
     absl::StatusOr<page::PageNo> root =
-        !s.ok()   ? absl::StatusOr<page::PageNo>(s)
-        : !active ? absl::StatusOr<page::PageNo>(0)  // no tree: AddIndexState makes it inactive
-                  : index::BTree::Create(cache_.get(), space_.get(), t->id, 0,
-                                         static_cast<uint16_t>(id));
+        !s.ok() ? absl::StatusOr<page::PageNo>(s)
+        : !active
+            ? absl::StatusOr<page::PageNo>(0)  // no tree: AddIndexState makes it inactive
+            : index::BTree::Create(cache_.get(), space_.get(), t->id, 0, static_cast<uint16_t>(id));
     absl::StatusOr<IndexState*> added = root.ok() ? AddIndexState(id, schema, *root, 0)
                                                   : absl::StatusOr<IndexState*>(root.status());
     if (!added.ok()) {
@@ -220,8 +223,8 @@ absl::StatusOr<Index> DatabaseImpl::DefineIndex(const IndexSchema& schema,
   if (active) (void)space_->Free(ix->btree()->root(), t->id);
   util::WriterLock g(catalog_mu_);
   index_by_name_.erase(schema.name);
-  auto it = std::find_if(indexes_.begin(), indexes_.end(),
-                         [&](const auto& p) { return p.get() == ix; });
+  auto it =
+      std::find_if(indexes_.begin(), indexes_.end(), [&](const auto& p) { return p.get() == ix; });
   if (it != indexes_.end()) indexes_.erase(it);
   return s;
 }
@@ -229,8 +232,11 @@ absl::StatusOr<Index> DatabaseImpl::DefineIndex(const IndexSchema& schema,
 std::string DatabaseImpl::IndexCatalogRow(const IndexState& ix) const {
   const index::BTree* tree = ix.btree();
   const bool inactive = tree == nullptr;
-  Row row{int64_t{kKindIndex}, int64_t{ix.id}, ix.schema.name,
-          int64_t{inactive ? 0 : tree->root()}, ix.schema.table,
+  Row row{int64_t{kKindIndex},
+          int64_t{ix.id},
+          ix.schema.name,
+          int64_t{inactive ? 0 : tree->root()},
+          ix.schema.table,
           int64_t{(ix.schema.unique ? kIndexUnique : 0) | (inactive ? kIndexInactive : 0)},
           EncodeNames(ix.schema.columns)};
   std::string raw;
@@ -303,9 +309,9 @@ absl::Status DatabaseImpl::DropTable(std::string_view name) {
       if (it == table_by_name_.end()) {
         s = absl::NotFoundError(absl::StrCat("no table ", std::string(name)));
       } else if (const int w = it->second->writers.load(); w > 0) {
-        s = absl::FailedPreconditionError(absl::StrCat(
-            "table ", std::string(name), " has uncommitted changes of ", w,
-            " active transaction(s): commit or roll them back before dropping it"));
+        s = absl::FailedPreconditionError(
+            absl::StrCat("table ", std::string(name), " has uncommitted changes of ", w,
+                         " active transaction(s): commit or roll them back before dropping it"));
       }
       if (!s.ok()) {
         // It wrote nothing: ended as an empty commit, it holds back no one (a dead one would
@@ -349,8 +355,8 @@ absl::Status DatabaseImpl::DropTable(std::string_view name) {
       dropped_indexes_.push_back(std::move(*it));
       indexes_.erase(it);
     }
-    auto it = std::find_if(tables_.begin(), tables_.end(),
-                           [&](const auto& p) { return p.get() == t; });
+    auto it =
+        std::find_if(tables_.begin(), tables_.end(), [&](const auto& p) { return p.get() == t; });
     dropped_tables_.push_back(std::move(*it));
     tables_.erase(it);
     pending_drops_.push_back(std::move(d));
@@ -410,9 +416,9 @@ absl::Status DatabaseImpl::SetIndexActive(std::string_view name, bool active,
                                           const IndexBuildOptions& build) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   if (build.workers < 0 || build.fill_percent < 10 || build.fill_percent > 100) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("index ", std::string(name), ": build workers ", build.workers,
-                     " (0 or more), fill_percent ", build.fill_percent, " (10..100)"));
+    return absl::InvalidArgumentError(absl::StrCat("index ", std::string(name), ": build workers ",
+                                                   build.workers, " (0 or more), fill_percent ",
+                                                   build.fill_percent, " (10..100)"));
   }
   {
     util::MutexLock ddl(ddl_mu_);
@@ -453,9 +459,8 @@ absl::Status DatabaseImpl::SetIndexActive(std::string_view name, bool active,
       pending_drop_count_.fetch_add(1, std::memory_order_release);
     } else {
       // A new tree, built as CreateIndex builds one, under the table's rows lock.
-      absl::StatusOr<page::PageNo> root =
-          index::BTree::Create(cache_.get(), space_.get(), txn->id, 0,
-                               static_cast<uint16_t>(ix->id));
+      absl::StatusOr<page::PageNo> root = index::BTree::Create(cache_.get(), space_.get(), txn->id,
+                                                               0, static_cast<uint16_t>(ix->id));
       if (!root.ok()) {
         (void)txns_->MarkDead(txn->id);
         return root.status();
@@ -529,15 +534,16 @@ absl::Status DatabaseImpl::FreeDropped(const PendingDrop& d) {
     if (!blob_error.ok()) errors.push_back(std::string(blob_error.message()));
   }
   for (index::BTree* tree : d.trees) {
-    absl::Status s = tree->Check(&errors, [](std::string_view, uint64_t) {}, &pages);
+    absl::Status s = tree->Check(
+        &errors, [](std::string_view, uint64_t) {}, &pages);
     if (!s.ok()) return s;
   }
   if (!errors.empty()) {
     // A damaged page may name pages that are not ours: free nothing; Validate lists the
     // pages as unreachable once the drop is reaped.
     return absl::DataLossError(absl::StrCat(d.what, " was dropped, but its pages were not ",
-                                            "freed: ", errors.size(), " problem(s), the first: ",
-                                            errors[0]));
+                                            "freed: ", errors.size(),
+                                            " problem(s), the first: ", errors[0]));
   }
   std::sort(pages.begin(), pages.end());
   pages.erase(std::unique(pages.begin(), pages.end()), pages.end());

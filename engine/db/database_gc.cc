@@ -58,9 +58,9 @@ absl::Status DatabaseImpl::DropKeys(TableState* t, uint64_t rec,
         rec,
         [&](uint64_t writer, bool deleted, std::string_view raw)
             ABSL_SHARED_LOCKS_REQUIRED(t->rows_mu) {
-          if (!deleted && txns_->StateOf(writer) != txn::kCnDead) bad = keep(raw);
-          return bad.ok() && left > 0;
-        },
+              if (!deleted && txns_->StateOf(writer) != txn::kCnDead) bad = keep(raw);
+              return bad.ok() && left > 0;
+            },
         &at);
     if (!bad.ok()) return internal::UndecodableVersion(*t, rec, at, bad);
     if (!s.ok() && !absl::IsNotFound(s)) return s;
@@ -147,8 +147,9 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
   for (uint64_t r : recs) {
     rec = r;
     std::lock_guard<std::mutex> g(RecordMutex(t->id, rec));
-    absl::StatusOr<record::Collected> c = t->relation->Collect(
-        rec, horizon, cache::kNoOwnerMark, unlinked, decodes ? check : record::Relation::VersionCheck());
+    absl::StatusOr<record::Collected> c =
+        t->relation->Collect(rec, horizon, cache::kNoOwnerMark, unlinked,
+                             decodes ? check : record::Relation::VersionCheck());
     if (!c.ok()) return c.status();
     if (pending && c->pending) *pending = true;
     if (tally && c->pending) ++tally->kept;
@@ -160,8 +161,8 @@ absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_
     gc_keys_.fetch_add(keys, std::memory_order_relaxed);
     if (!ks.ok()) return ks;
     const size_t queued = unlinked->size();
-    if (absl::Status s = QueueBlobFrees(t, rec, c->going, c->staying, c->backout_page,
-                                        c->cut_page, unlinked);
+    if (absl::Status s =
+            QueueBlobFrees(t, rec, c->going, c->staying, c->backout_page, c->cut_page, unlinked);
         !s.ok()) {
       return s;
     }
@@ -215,9 +216,8 @@ absl::Status DatabaseImpl::CollectAll() {
       if (s.ok() && unlinked.size() >= 4096) s = free_unlinked();
       if (!s.ok()) {
         bg_errors_.Add(free_unlinked());  // what was unlinked already still goes (or is kept)
-        return absl::Status(s.code(), absl::StrCat("garbage collection of table ",
-                                                   t->schema.name, " data page ", seq, ": ",
-                                                   s.message()));
+        return absl::Status(s.code(), absl::StrCat("garbage collection of table ", t->schema.name,
+                                                   " data page ", seq, ": ", s.message()));
       }
     }
     t->relation->TakeLater(&unlinked);

@@ -1,13 +1,14 @@
 // DatabaseImpl (database_impl.h): the handles' accessors, lookups in the catalog, statistics,
 // Begin and the pool of undo logs. Open and close are in database_open.cc, DDL in
 // database_ddl.cc.
+#include "engine/db/database_impl.h"
+
 #include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "engine/blob/blob_codec.h"
 #include "engine/blob/stored_blobs.h"
-#include "engine/db/database_impl.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/db/transaction_impl.h"
 #include "engine/io/owner_lock.h"
@@ -71,8 +72,7 @@ absl::StatusOr<IndexStats> DatabaseImpl::GetIndexStats(const Index& index) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   if (!index) return absl::InvalidArgumentError("invalid index handle");
   IndexState* ix = IndexState::From(index);
-  if (ix->drop_txn.load() != 0 &&
-      txn::IsCommittedCn(txns_->StateOf(ix->drop_txn.load()))) {
+  if (ix->drop_txn.load() != 0 && txn::IsCommittedCn(txns_->StateOf(ix->drop_txn.load()))) {
     return absl::NotFoundError(absl::StrCat("index ", ix->schema.name, " was dropped"));
   }
   util::MutexLock g(ix->stats_mu);
@@ -153,9 +153,7 @@ record::Relation* DatabaseImpl::RelationById(uint32_t id) {
   return nullptr;
 }
 
-uint32_t DatabaseImpl::max_key_size() const {
-  return internal::MaxIndexKey(options_.page_size);
-}
+uint32_t DatabaseImpl::max_key_size() const { return internal::MaxIndexKey(options_.page_size); }
 
 absl::StatusOr<std::unique_ptr<Transaction>> DatabaseImpl::Begin(const TransactionOptions& o) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <optional>
 #include <span>
-#include <thread>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -41,7 +41,6 @@ namespace db {
 
 class GarbageCollector;
 struct ValidateWalk;  // what Validate has found so far (database_validate.cc)
-
 
 class DatabaseImpl : public Database, public BackupSource {
  public:
@@ -214,8 +213,7 @@ class DatabaseImpl : public Database, public BackupSource {
   absl::Status WriteHeader(bool clean);
   absl::Status PersistNext(uint64_t next);
   absl::StatusOr<internal::TableState*> AddTableState(uint32_t id, const TableSchema& schema,
-                                                      page::PageNo first_pp,
-                                                      uint64_t catalog_rec)
+                                                      page::PageNo first_pp, uint64_t catalog_rec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(catalog_mu_);
   // `root` 0: an inactive index.
   absl::StatusOr<internal::IndexState*> AddIndexState(uint32_t id, const IndexSchema& schema,
@@ -226,7 +224,8 @@ class DatabaseImpl : public Database, public BackupSource {
                                     bool active);
   // The catalog row of an index as it is now (its tree, or inactive).
   std::string IndexCatalogRow(const internal::IndexState& ix) const;
-  // DDL (database_ddl.cc). Replaces (raw null: deletes) catalog record `rec` for DDL transaction `txn`.
+  // DDL (database_ddl.cc). Replaces (raw null: deletes) catalog record `rec` for DDL transaction
+  // `txn`.
   absl::Status WriteCatalogRow(uint64_t txn, uint64_t rec, const std::string* raw);
   // The index `name` for a DDL call (ready, not dropped), or NotFound.
   absl::StatusOr<internal::IndexState*> IndexForDdl(std::string_view name);
@@ -237,10 +236,10 @@ class DatabaseImpl : public Database, public BackupSource {
   // CollectGarbage and by Close.
   void ReapDropped(bool force);
   struct PendingDrop {
-    uint64_t cn = 0;                          // the DDL's commit
-    internal::TableState* table = nullptr;    // a dropped table: its relation and BLOBs
-    std::vector<index::BTree*> trees;         // dropped or deactivated trees
-    std::string what;                         // for errors: "table T", "index I"
+    uint64_t cn = 0;                        // the DDL's commit
+    internal::TableState* table = nullptr;  // a dropped table: its relation and BLOBs
+    std::vector<index::BTree*> trees;       // dropped or deactivated trees
+    std::string what;                       // for errors: "table T", "index I"
   };
   // Frees the pages of `d`; the walk first, then the frees under catalog_mu_ (Validate sees
   // the pages either reachable through pending_drops_ or free).
@@ -296,10 +295,8 @@ class DatabaseImpl : public Database, public BackupSource {
   absl::flat_hash_map<std::string, internal::IndexState*> index_by_name_
       ABSL_GUARDED_BY(catalog_mu_);
   // Dropped tables and indexes, kept until Close so that handles never dangle.
-  std::vector<std::unique_ptr<internal::TableState>> dropped_tables_
-      ABSL_GUARDED_BY(catalog_mu_);
-  std::vector<std::unique_ptr<internal::IndexState>> dropped_indexes_
-      ABSL_GUARDED_BY(catalog_mu_);
+  std::vector<std::unique_ptr<internal::TableState>> dropped_tables_ ABSL_GUARDED_BY(catalog_mu_);
+  std::vector<std::unique_ptr<internal::IndexState>> dropped_indexes_ ABSL_GUARDED_BY(catalog_mu_);
   std::vector<PendingDrop> pending_drops_ ABSL_GUARDED_BY(catalog_mu_);
   std::atomic<size_t> pending_drop_count_{0};
   uint32_t next_relation_id_ ABSL_GUARDED_BY(catalog_mu_) = 1;
@@ -309,7 +306,7 @@ class DatabaseImpl : public Database, public BackupSource {
   util::Mutex auto_sweep_mu_;
   std::thread auto_sweep_ ABSL_GUARDED_BY(auto_sweep_mu_);
   std::atomic<bool> auto_sweep_running_{false};
-  std::atomic<bool> stop_sweeps_{false};    // Close: a running sweep stops at its next chunk
+  std::atomic<bool> stop_sweeps_{false};  // Close: a running sweep stops at its next chunk
   std::atomic<uint64_t> sweeps_{0}, auto_sweeps_{0};
   std::atomic<uint64_t> sweep_checked_at_{0};  // next transaction id at the last exact check
   // The interval in effect: Options::sweep_interval, else the header's (set at open, and by
@@ -318,7 +315,7 @@ class DatabaseImpl : public Database, public BackupSource {
 
   std::array<std::mutex, 512> record_mu_;
   std::atomic<uint64_t> next_temp_blob_{1};  // temporary BLOB ids, unique in the database
-  std::unique_ptr<GarbageCollector> gc_;  // background collector (policy background/combined)
+  std::unique_ptr<GarbageCollector> gc_;     // background collector (policy background/combined)
   BackgroundErrors bg_errors_;
   bool opened_after_crash_ = false;  // set at open (the header's clean-shutdown flag)
   uint64_t pages_reclaimed_ = 0, blob_pages_reclaimed_ = 0;  // by ReclaimAfterCrash
@@ -333,4 +330,3 @@ class DatabaseImpl : public Database, public BackupSource {
 
 }  // namespace db
 }  // namespace ember
-

@@ -61,10 +61,10 @@ struct RangeSummary {
 // index existed were not checked against it. Only a rolled-back version may be left out of the
 // index; any other could be read through it by some snapshot, so the build is refused.
 absl::Status KeyTooLong(const IndexState& ix, uint64_t rec, uint32_t max) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "index ", ix.schema.name, ": record ", rec, " of table ", ix.table->schema.name,
-      " has a key longer than the maximum of ", max,
-      " bytes (Database::max_key_size; versions not collected yet count too)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("index ", ix.schema.name, ": record ", rec, " of table ", ix.table->schema.name,
+                   " has a key longer than the maximum of ", max,
+                   " bytes (Database::max_key_size; versions not collected yet count too)"));
 }
 
 // Whether the key of stored row `row` is over `max` bytes (`key` its encoding). A string or
@@ -88,7 +88,11 @@ bool KeyOverMax(const IndexState& ix, const Row& row, const std::string& key, ui
 class KeyScanner {
  public:
   KeyScanner(const IndexState& ix, txn::TxnManager* txns, uint32_t max_key, sort::RunBuilder* out)
-      : ix_(ix), t_(*ix.table), txns_(txns), max_key_(max_key), out_(out),
+      : ix_(ix),
+        t_(*ix.table),
+        txns_(txns),
+        max_key_(max_key),
+        out_(out),
         ncols_(ix.table->schema.columns.size()) {}
 
   absl::Status Scan(uint32_t first, uint32_t end, const worker::TaskContext& ctx) {
@@ -173,8 +177,7 @@ class KeyScanner {
 // across ranges; a unique index's duplicate inside the range fails it.
 absl::Status MergeRange(const IndexState& ix, sort::Merger& merger,
                         const std::vector<sort::SplitPoint>& splitters, size_t r,
-                        index::BulkBuild& bulk, const worker::TaskContext& ctx,
-                        RangeSummary& sum) {
+                        index::BulkBuild& bulk, const worker::TaskContext& ctx, RangeSummary& sum) {
   const sort::SplitPoint* lo = r == 0 ? nullptr : &splitters[r - 1];
   const sort::SplitPoint* hi = r == splitters.size() ? nullptr : &splitters[r];
   return merger.MergeRange(lo, hi, [&](std::string_view entry, uint64_t flag) -> absl::Status {
@@ -271,9 +274,8 @@ absl::Status DatabaseImpl::BuildIndex(TableState* t, IndexState* ix, uint64_t tx
 
   // --- sort
   t0 = Clock::now();
-  s = pool->Run(w, sorters.size(), [&](size_t i, const worker::TaskContext&) {
-    return sorters[i]->Finish();
-  });
+  s = pool->Run(w, sorters.size(),
+                [&](size_t i, const worker::TaskContext&) { return sorters[i]->Finish(); });
   stats->sort_seconds = Since(t0);
   if (!s.ok()) return s;
 
@@ -337,32 +339,34 @@ absl::Status DatabaseImpl::BuildIndexByInserts(IndexState* ix, uint64_t txn, Ind
       bool newest_seen = false;
       absl::Status bad;
       std::pair<page::PageNo, uint16_t> at;
-      absl::Status s = rel->ForEachVersion(rec, [&](uint64_t writer, bool deleted,
-                                                    std::string_view raw) {
-        const bool live = txns_->StateOf(writer) != txn::kCnDead;
-        Row row;
-        if (!deleted) {
-          // An index without this version's key would be silently incomplete: refuse instead.
-          bad = record::DecodeRow(raw, ncols, &row);
-          if (!bad.ok()) return false;
-          std::string key;
-          const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
-          if (KeyOverMax(*ix, row, key, max_key)) {
-            if (!live) return true;  // rolled back: nobody reads it, so it needs no entry
-            too_long = KeyTooLong(*ix, rec, max_key);
-            return false;
-          }
-          if (ix->schema.unique && live && !newest_seen && !has_null) {
-            if (!unique_keys.emplace(key, rec).second) {
-              dup = true;
-              dup_key = key;
+      absl::Status s = rel->ForEachVersion(
+          rec,
+          [&](uint64_t writer, bool deleted, std::string_view raw) {
+            const bool live = txns_->StateOf(writer) != txn::kCnDead;
+            Row row;
+            if (!deleted) {
+              // An index without this version's key would be silently incomplete: refuse instead.
+              bad = record::DecodeRow(raw, ncols, &row);
+              if (!bad.ok()) return false;
+              std::string key;
+              const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
+              if (KeyOverMax(*ix, row, key, max_key)) {
+                if (!live) return true;  // rolled back: nobody reads it, so it needs no entry
+                too_long = KeyTooLong(*ix, rec, max_key);
+                return false;
+              }
+              if (ix->schema.unique && live && !newest_seen && !has_null) {
+                if (!unique_keys.emplace(key, rec).second) {
+                  dup = true;
+                  dup_key = key;
+                }
+              }
+              keys.push_back(std::move(key));
             }
-          }
-          keys.push_back(std::move(key));
-        }
-        if (live) newest_seen = true;
-        return true;
-      }, &at);
+            if (live) newest_seen = true;
+            return true;
+          },
+          &at);
       if (!bad.ok()) return internal::UndecodableVersion(*ix->table, rec, at, bad);
       if (!s.ok()) return s;
       if (!too_long.ok()) return too_long;

@@ -4,11 +4,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/blob/stored_blobs.h"
 #include "engine/db/catalog_rows.h"
 #include "engine/db/database_impl.h"
 #include "engine/db/garbage_collector.h"
 #include "engine/db/transaction_impl.h"
-#include "engine/blob/stored_blobs.h"
 #include "engine/io/owner_lock.h"
 #include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
@@ -69,8 +69,8 @@ absl::Status ValidateOptions(const Options& o) {
   if (o.max_parallel_workers < 1 || o.max_parallel_workers > 64 || o.parallel_workers < 1 ||
       o.parallel_workers > o.max_parallel_workers) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "parallel_workers ", o.parallel_workers, ", max_parallel_workers ",
-        o.max_parallel_workers, ": need 1 <= parallel_workers <= max_parallel_workers <= 64"));
+        "parallel_workers ", o.parallel_workers, ", max_parallel_workers ", o.max_parallel_workers,
+        ": need 1 <= parallel_workers <= max_parallel_workers <= 64"));
   }
   if (o.sort_memory_limit < (uint64_t{64} << 10)) {
     return absl::InvalidArgumentError(
@@ -99,8 +99,9 @@ DatabaseImpl::~DatabaseImpl() {
   StopAutoSweep();  // (Close stops it; this covers a handle that crashed)
 }
 
-absl::StatusOr<std::unique_ptr<DatabaseImpl>> DatabaseImpl::OpenFile(
-    std::unique_ptr<io::File> file, const Options& options, bool create) {
+absl::StatusOr<std::unique_ptr<DatabaseImpl>> DatabaseImpl::OpenFile(std::unique_ptr<io::File> file,
+                                                                     const Options& options,
+                                                                     bool create) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
   std::unique_ptr<DatabaseImpl> d(new DatabaseImpl(std::move(file), options));
   io::TempSpaceOptions to;
@@ -177,8 +178,8 @@ absl::Status DatabaseImpl::OpenExisting() {
   absl::StatusOr<uint64_t> size = file_->Size();
   if (!size.ok()) return size.status();
   if (*size < page::kMinPageSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not an EmberDB database (", *size, " bytes, shorter than one page)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not an EmberDB database (", *size, " bytes, shorter than one page)"));
   }
   std::vector<uint8_t> first(page::kMinPageSize);
   if (absl::Status s = file_->Read(0, first.data(), first.size()); !s.ok()) return s;
@@ -209,13 +210,11 @@ absl::Status DatabaseImpl::OpenExisting() {
     sweep_interval_.store(options_.sweep_interval.value_or(header_.sweep_interval));
     header = header_;
   }
-  if (header.dw_first != page::kDoublewriteFirst ||
-      header.dw_slots != page::DoublewriteSlots(ps)) {
-    return absl::DataLossError(absl::StrCat(path, ": header names a doublewrite area of ",
-                                            header.dw_slots, " pages at page ", header.dw_first,
-                                            "; format ", page::kFormatVersion, " has ",
-                                            page::DoublewriteSlots(ps), " at page ",
-                                            page::kDoublewriteFirst));
+  if (header.dw_first != page::kDoublewriteFirst || header.dw_slots != page::DoublewriteSlots(ps)) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": header names a doublewrite area of ", header.dw_slots,
+                     " pages at page ", header.dw_first, "; format ", page::kFormatVersion, " has ",
+                     page::DoublewriteSlots(ps), " at page ", page::kDoublewriteFirst));
   }
   if (*size % ps != 0) {
     // A torn extension at the end: whole pages before it are what counts.
@@ -230,7 +229,8 @@ absl::Status DatabaseImpl::OpenExisting() {
     uint32_t k = 0;
     while (page::PipPageNo(k + 1, ps) < std::min(page_count, file_pages)) ++k;
     if (page::PipPageNo(k, ps) < file_pages) {
-      absl::StatusOr<cache::PageRef> pip = cache_->Fetch(page::PipPageNo(k, ps), LatchMode::kShared);
+      absl::StatusOr<cache::PageRef> pip =
+          cache_->Fetch(page::PipPageNo(k, ps), LatchMode::kShared);
       if (!pip.ok()) return pip.status();
       if (page::GetType(pip->data()) == page::PageType::kPip) {
         for (uint32_t p = (k + 1) * per; p-- > std::max(page_count, k * per);) {
@@ -287,7 +287,7 @@ absl::Status DatabaseImpl::PersistNext(uint64_t next) {
 
 absl::Status DatabaseImpl::Close() {
   if (!open_.load()) return absl::OkStatus();
-  StopAutoSweep();  // first: it runs transactions' work beside ours
+  StopAutoSweep();       // first: it runs transactions' work beside ours
   if (gc_) gc_->Stop();  // before open_ drops: a round in progress finishes its pages
   if (!open_.exchange(false)) return absl::OkStatus();
   // Transactions still active end rolled back: marked dead, none of their changes is ever
@@ -312,7 +312,7 @@ absl::Status DatabaseImpl::Close() {
   if (s.ok()) s = cache_->RetireDoublewrite();
   if (s.ok()) s = file_->Sync();
   if (!s.ok()) cache_->DiscardAll();
-  owner_lock_.reset();  // nothing more reaches the file from this handle
+  owner_lock_.reset();                // nothing more reaches the file from this handle
   if (s.ok()) s = bg_errors_.Take();  // the file is closed cleanly; the user still hears it
   return s;
 }
@@ -323,14 +323,14 @@ void DatabaseImpl::ReclaimAfterCrash() {
   absl::StatusOr<ValidationReport> rep = Validate(vo);
   const char* what = "reclaiming the pages leaked by the crash before this open";
   if (!rep.ok()) {
-    bg_errors_.Add(absl::Status(rep.status().code(),
-                                absl::StrCat(what, ": ", rep.status().message())));
+    bg_errors_.Add(
+        absl::Status(rep.status().code(), absl::StrCat(what, ": ", rep.status().message())));
     return;
   }
   if (!rep->ok()) {  // Validate freed nothing: report what it found
-    bg_errors_.Add(absl::DataLossError(
-        absl::StrCat(what, ": Validate found ", rep->errors.size(), " error(s), so nothing was ",
-                     "freed; the first: ", rep->errors[0])));
+    bg_errors_.Add(absl::DataLossError(absl::StrCat(what, ": Validate found ", rep->errors.size(),
+                                                    " error(s), so nothing was ",
+                                                    "freed; the first: ", rep->errors[0])));
     return;
   }
   pages_reclaimed_ = rep->freed_pages;

@@ -191,8 +191,8 @@ absl::Status DatabaseImpl::MarkSwept(TableState* t, uint32_t first, uint32_t end
     absl::StatusOr<bool> marked = t->relation->MarkSwept(seq, horizon);
     if (!marked.ok()) {
       return absl::Status(marked.status().code(),
-                          absl::StrCat("sweep of table ", t->schema.name, " data page ", seq,
-                                       ": ", marked.status().message()));
+                          absl::StrCat("sweep of table ", t->schema.name, " data page ", seq, ": ",
+                                       marked.status().message()));
     }
     if (*marked) flagged->push_back(seq);
   }
@@ -218,8 +218,8 @@ void DatabaseImpl::MaybeStartAutoSweep(uint64_t txn_id) {
   auto_sweep_ = std::thread([this] {
     absl::StatusOr<SweepResult> r = Sweep(SweepOptions{});
     if (!r.ok() && !absl::IsCancelled(r.status())) {
-      bg_errors_.Add(absl::Status(r.status().code(),
-                                  absl::StrCat("automatic sweep: ", r.status().message())));
+      bg_errors_.Add(
+          absl::Status(r.status().code(), absl::StrCat("automatic sweep: ", r.status().message())));
     }
     auto_sweep_running_.store(false, std::memory_order_release);
   });

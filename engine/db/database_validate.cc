@@ -10,9 +10,9 @@
 #include "engine/page/blob_page.h"
 #include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
-#include "engine/util/coding.h"
 #include "engine/page/tip.h"
 #include "engine/record/record_format.h"
+#include "engine/util/coding.h"
 
 namespace ember::db {
 
@@ -38,19 +38,18 @@ void CheckBlobPage(cache::BufferCache* cache, uint32_t rel, page::PageNo p, bool
   const char* what = list ? "list" : "data";
   absl::StatusOr<cache::PageRef> r = cache->Fetch(p, cache::LatchMode::kShared);
   if (!r.ok()) {
-    rep.errors.push_back(absl::StrCat("relation ", rel, ": BLOB ", what, " page ", p, ": ",
-                                      r.status().message()));
+    rep.errors.push_back(
+        absl::StrCat("relation ", rel, ": BLOB ", what, " page ", p, ": ", r.status().message()));
     return;
   }
   const uint8_t* d = r->data();
   const bool is_list = (page::GetFlags(d) & page::kBlobListPage) != 0;
   const uint32_t cap = list ? page::BlobListCapacity(ps) : page::BlobPageCapacity(ps);
   // (Not the relation id: the pages of a BLOB written as a temporary one keep relation 0.)
-  if (page::GetType(d) != page::PageType::kBlob || is_list != list ||
-      page::BlobUsed(d) > cap) {
+  if (page::GetType(d) != page::PageType::kBlob || is_list != list || page::BlobUsed(d) > cap) {
     rep.errors.push_back(absl::StrCat("relation ", rel, ": page ", p, " is not a BLOB ", what,
-                                      " page (a ", page::PageTypeName(page::GetType(d)),
-                                      " page, ", page::BlobUsed(d), " used)"));
+                                      " page (a ", page::PageTypeName(page::GetType(d)), " page, ",
+                                      page::BlobUsed(d), " used)"));
     return;
   }
   if (!listed) return;
@@ -128,7 +127,8 @@ void DatabaseImpl::ListFixedPages(ValidateWalk* w) {
 absl::Status DatabaseImpl::CheckRelations(ValidateWalk* w) {
   ValidationReport& rep = w->rep;
   std::vector<page::PageNo>& pages = w->pages;
-  if (absl::Status s = catalog_->Check(&rep.errors, &pages, [](uint64_t) {}, &rep.records);
+  if (absl::Status s = catalog_->Check(
+          &rep.errors, &pages, [](uint64_t) {}, &rep.records);
       !s.ok()) {
     return s;
   }
@@ -185,7 +185,8 @@ absl::Status DatabaseImpl::CheckIndexes(ValidateWalk* w) {
   ValidationReport& rep = w->rep;
   for (const PendingDrop& d : pending_drops_) {
     for (const index::BTree* tree : d.trees) {
-      if (absl::Status s = tree->Check(&rep.errors, [](std::string_view, uint64_t) {}, &w->pages);
+      if (absl::Status s = tree->Check(
+              &rep.errors, [](std::string_view, uint64_t) {}, &w->pages);
           !s.ok()) {
         return s;
       }
@@ -206,8 +207,8 @@ absl::Status DatabaseImpl::CheckIndexes(ValidateWalk* w) {
                                               " key columns and a record number"));
           } else if (value != 0) {
             rep.errors.push_back(absl::StrCat("index ", ix->schema.name, ": entry value ", value,
-                                              " where 0 was expected (the key holds record ",
-                                              rec, ")"));
+                                              " where 0 was expected (the key holds record ", rec,
+                                              ")"));
           }
           // An entry whose record does not exist is not an error: it is what a crash leaves
           // when the transaction that inserted the record never committed (its index page
@@ -252,8 +253,8 @@ absl::Status DatabaseImpl::FreeUnreferenced(const ValidateOptions& options, Vali
   }
   if (options.free_unreachable && !w->orphans.empty()) {
     for (const auto& [t, ids] : w->orphans) {
-      if (absl::Status s = blob::FreeStoredBlobs(cache_.get(), space_.get(), t->relation.get(),
-                                                 ids, 0, &rep.freed_blob_pages);
+      if (absl::Status s = blob::FreeStoredBlobs(cache_.get(), space_.get(), t->relation.get(), ids,
+                                                 0, &rep.freed_blob_pages);
           !s.ok()) {
         return s;
       }

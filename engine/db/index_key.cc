@@ -21,7 +21,8 @@ void AppendKeyValue(const Value& v, std::string* key) {
   else if (auto* i = std::get_if<int64_t>(&v)) util::AppendKeyInt64(key, *i);
   else if (auto* d = std::get_if<double>(&v)) util::AppendKeyDouble(key, *d);
   else if (auto* s = std::get_if<std::string>(&v)) util::AppendKeyString(key, *s);
-  else if (auto* b = std::get_if<BlobId>(&v)) util::AppendKeyInt64(key, static_cast<int64_t>(b->value));
+  else if (auto* b = std::get_if<BlobId>(&v))
+    util::AppendKeyInt64(key, static_cast<int64_t>(b->value));
 }
 
 // The first `n` bytes of `s`, not cutting a UTF-8 sequence (a string column's usual content).
@@ -67,11 +68,12 @@ void AppendValueText(ColumnType type, std::string_view* in, std::string* out) {
       ok = util::DecodeKeyString(in, &v);
       if (type == ColumnType::kBytes) {
         const std::string_view shown = std::string_view(v).substr(0, kKeyTextBytes);
-        absl::StrAppend(out, "x'", absl::BytesToHexString(absl::string_view(shown.data(), shown.size())), "'");
+        absl::StrAppend(out, "x'",
+                        absl::BytesToHexString(absl::string_view(shown.data(), shown.size())), "'");
       } else {
         const std::string_view shown = CutUtf8(v, kKeyTextBytes);
-        absl::StrAppend(out, "'", absl::Utf8SafeCEscape(absl::string_view(shown.data(), shown.size())),
-                        "'");
+        absl::StrAppend(out, "'",
+                        absl::Utf8SafeCEscape(absl::string_view(shown.data(), shown.size())), "'");
       }
       if (v.size() > kKeyTextBytes) {
         // Only a part is shown: say so, and how long the value is.
@@ -83,7 +85,6 @@ void AppendValueText(ColumnType type, std::string_view* in, std::string* out) {
   }
   if (!ok) *out += "?";
 }
-
 
 }  // namespace
 

@@ -1,4 +1,6 @@
 // Options::FromConfigFile / FromConfigText: Firebird-style `Name = Value` configuration.
+#include "ember/options.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -6,7 +8,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "ember/options.h"
 
 namespace ember {
 namespace {
@@ -75,20 +76,17 @@ absl::StatusOr<Options> Options::FromConfigText(std::string_view text_in,
     } else if (name == "maxparallelworkers") {
       s = size(&o.max_parallel_workers, 1, 64);
       max_workers_line = lineno;
-    }
-    else if (name == "workeridletimeout") {
+    } else if (name == "workeridletimeout") {
       uint64_t secs = 0;
       s = size(&secs, 1, 86400);
       o.worker_idle_timeout_ms = secs * 1000;
-    }
-    else if (name == "lockhashslots") s = size(&o.lock_hash_slots, 101, 65521);
+    } else if (name == "lockhashslots") s = size(&o.lock_hash_slots, 101, 65521);
     else if (name == "lockmemsize") s = size(&o.lock_mem_size, 256 << 10, 1ull << 31);
     else if (name == "sweepinterval") {
       uint64_t interval = 0;  // set: overrides the header's value for the open
       s = size(&interval, 0, ~0ull);
       o.sweep_interval = interval;
-    }
-    else if (name == "undomemorylimit") s = size(&o.undo_memory_limit, 0, ~0ull);
+    } else if (name == "undomemorylimit") s = size(&o.undo_memory_limit, 0, ~0ull);
     else if (name == "sortmemorylimit") s = size(&o.sort_memory_limit, 64 << 10, ~0ull);
     else if (name == "forcedwrites") {
       if (!ParseBool(value, &b)) s = bad("expected a boolean");
@@ -111,7 +109,8 @@ absl::StatusOr<Options> Options::FromConfigText(std::string_view text_in,
       else if (l == "combined") o.gc_policy = GcPolicy::kCombined;
       else s = bad("GCPolicy is cooperative, background or combined");
     } else {
-      s = bad(absl::StrCat("unknown setting '", absl::StripAsciiWhitespace(line.substr(0, eq)), "'"));
+      s = bad(
+          absl::StrCat("unknown setting '", absl::StripAsciiWhitespace(line.substr(0, eq)), "'"));
     }
     if (!s.ok()) return s;
   }

@@ -37,8 +37,8 @@ absl::Status UndecodableVersion(const TableState& t, uint64_t rec,
   const std::string place =
       at ? absl::StrCat("page ", at->first, " line ", at->second) : std::string("unknown page");
   return absl::DataLossError(absl::StrCat("table ", t.schema.name, " record ", rec,
-                                          ": the version at ", place, " does not decode: ",
-                                          cause.message()));
+                                          ": the version at ", place,
+                                          " does not decode: ", cause.message()));
 }
 
 }  // namespace ember::internal

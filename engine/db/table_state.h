@@ -22,7 +22,6 @@
 namespace ember {
 namespace internal {
 
-
 struct TableState {
   uint32_t id = 0;
   uint64_t catalog_rec = 0;  // its row in the catalog (relation 0)

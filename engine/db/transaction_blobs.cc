@@ -239,8 +239,7 @@ absl::StatusOr<std::unique_ptr<BlobWriter>> TransactionImpl::CreateBlob(const Ta
                                           " has no column ", std::string(column)));
 }
 
-absl::StatusOr<std::unique_ptr<BlobWriter>> TransactionImpl::NewBlobWriter(
-    bool compressed_target) {
+absl::StatusOr<std::unique_ptr<BlobWriter>> TransactionImpl::NewBlobWriter(bool compressed_target) {
   Statement stmt(this);
   if (absl::Status s = CheckActive(); !s.ok()) return s;
   absl::StatusOr<uint64_t> id = Blobs()->Create(/*engine_made=*/false, compressed_target);

@@ -36,7 +36,6 @@ Counters ToCounters(const util::PageCounters& c) {
 }
 }  // namespace
 
-
 TransactionImpl::TransactionImpl(DatabaseImpl* db, const TransactionOptions& options, uint64_t id,
                                  uint64_t snapshot)
     : db_(db), opts_(options), id_(id), snapshot_(snapshot) {
@@ -51,8 +50,8 @@ TransactionImpl::~TransactionImpl() {
   // No caller can hear this rollback's error: it becomes a background error.
   if (absl::Status s = Rollback(); !s.ok()) {
     db_->background_errors()->Add(absl::Status(
-        s.code(), absl::StrCat("transaction ", id_, " rolled back by its destructor: ",
-                               s.message())));
+        s.code(),
+        absl::StrCat("transaction ", id_, " rolled back by its destructor: ", s.message())));
   }
 }
 
@@ -61,8 +60,8 @@ absl::Status TransactionImpl::CheckActive() const {
   if (absl::Status s = db_->CheckOpen(); !s.ok()) return s;
   if (state_ == State::kActive) return absl::OkStatus();
   if (!doomed_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "transaction ", id_, " is doomed and can only be rolled back: ", doomed_));
+    return absl::FailedPreconditionError(
+        absl::StrCat("transaction ", id_, " is doomed and can only be rolled back: ", doomed_));
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "transaction ", id_, state_ == State::kCommitted ? " is committed" : " is not active"));
@@ -109,16 +108,15 @@ Counters TransactionImpl::statement_counters() const { return ToCounters(stmt_);
 absl::Status TransactionImpl::WaitOrConflict(uint64_t other, const char* what, bool* retry) {
   *retry = false;
   if (!opts_.wait) {
-    return absl::AbortedError(absl::StrCat("update conflict: ", what,
-                                           " is being changed by active transaction ", other));
+    return absl::AbortedError(
+        absl::StrCat("update conflict: ", what, " is being changed by active transaction ", other));
   }
   absl::StatusOr<uint64_t> st = db_->txns_->WaitFor(id_, other, opts_.lock_timeout_ms);
   if (absl::IsDeadlineExceeded(st.status())) {
     // A conflict like any other for the caller (transaction.h): retry loops test for Aborted.
-    return absl::AbortedError(absl::StrCat("update conflict: lock time-out: ", what,
-                                           " is being changed by transaction ", other,
-                                           ", still active after ", opts_.lock_timeout_ms,
-                                           " ms (lock_timeout_ms)"));
+    return absl::AbortedError(absl::StrCat(
+        "update conflict: lock time-out: ", what, " is being changed by transaction ", other,
+        ", still active after ", opts_.lock_timeout_ms, " ms (lock_timeout_ms)"));
   }
   if (!st.ok()) return st.status();
   *retry = true;
@@ -173,16 +171,17 @@ absl::StatusOr<record::WriteOutcome> TransactionImpl::WriteVersion(
 absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, uint64_t self_rec) {
   const size_t ncols = ix->table->schema.columns.size();
   for (;;) {
-    absl::StatusOr<index::BTree::Cursor> c = ix->btree()->Seek(key, false, internal::kPointSeekBatch);
+    absl::StatusOr<index::BTree::Cursor> c =
+        ix->btree()->Seek(key, false, internal::kPointSeekBatch);
     if (!c.ok()) return c.status();
     uint64_t wait_for = 0;
-    for (; c->Valid(); ) {
+    for (; c->Valid();) {
       std::string_view e = c->key();
       std::string_view ekey;
       uint64_t rec;
       if (!internal::ParseIndexEntry(*ix, e, &ekey, &rec)) {
-        return absl::DataLossError(absl::StrCat("index ", ix->schema.name,
-                                                ": an entry does not parse"));
+        return absl::DataLossError(
+            absl::StrCat("index ", ix->schema.name, ": an entry does not parse"));
       }
       if (ekey != key) break;
       if (rec != self_rec) {
@@ -195,7 +194,8 @@ absl::Status TransactionImpl::CheckUnique(IndexState* ix, std::string_view key, 
         absl::Status bad;
         std::pair<page::PageNo, uint16_t> at;
         absl::Status s = ix->table->relation->ForEachVersion(
-            rec, [&](uint64_t writer, bool deleted, std::string_view raw) {
+            rec,
+            [&](uint64_t writer, bool deleted, std::string_view raw) {
               const uint64_t cn = db_->txns_->StateOf(writer);
               if (cn == txn::kCnDead) return true;
               Row row;
@@ -261,9 +261,9 @@ absl::StatusOr<std::vector<IndexState*>> TransactionImpl::AddKeys(TableState* t,
     const bool has_null = internal::EncodeIndexKey(*ix, row, &key);
     if (const uint32_t max = db_->max_key_size(); key.size() > max) {
       // Refused before the tree sees it, so the call's undo has nothing to take back there.
-      return absl::InvalidArgumentError(absl::StrCat(
-          "index ", ix->schema.name, ": key of ", key.size(),
-          " bytes is longer than the maximum of ", max, " (Database::max_key_size)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("index ", ix->schema.name, ": key of ", key.size(),
+                       " bytes is longer than the maximum of ", max, " (Database::max_key_size)"));
     }
     *changed = true;
     // A unique key whose entry went in with no entry of the same key around it needs no
@@ -271,7 +271,7 @@ absl::StatusOr<std::vector<IndexState*>> TransactionImpl::AddKeys(TableState* t,
     const bool unique = ix->schema.unique && !has_null;
     bool alone = false;
     absl::Status s = ix->btree()->Insert(internal::IndexEntry(key, rec), 0, id_, key.size(),
-                                      unique ? &alone : nullptr);
+                                         unique ? &alone : nullptr);
     if (!s.ok() && !absl::IsAlreadyExists(s)) return s;
     if (unique && !alone) check.push_back(ix);
   }
@@ -312,8 +312,8 @@ absl::Status TransactionImpl::UndoCall(TableState* t, uint64_t rec, const record
 }
 
 absl::StatusOr<TransactionImpl::PreparedRow> TransactionImpl::PrepareWrite(const Table& table,
-                                                                         const Row& row,
-                                                                         uint64_t rec) {
+                                                                           const Row& row,
+                                                                           uint64_t rec) {
   if (absl::Status s = CheckActive(); !s.ok()) return s;
   if (absl::Status s = CheckTable(table); !s.ok()) return s;
   if (opts_.read_only) return absl::FailedPreconditionError("read-only transaction");
@@ -383,7 +383,8 @@ absl::Status TransactionImpl::BulkInsert(const Table& table, std::span<const Row
   if (!recs.empty()) wrote_ = true;
   for (uint64_t rec : recs) {
     NotePage(t, rec, /*insert=*/true);
-    if (absl::StatusOr<bool> noted = NoteChange(t, rec, nullptr); !noted.ok()) return fail(noted.status());
+    if (absl::StatusOr<bool> noted = NoteChange(t, rec, nullptr); !noted.ok())
+      return fail(noted.status());
   }
   if (!s.ok()) return fail(s);
   return absl::OkStatus();
@@ -489,7 +490,6 @@ absl::Status TransactionImpl::Delete(const Table& table, RecordId id) {
   return absl::OkStatus();
 }
 
-
 // ---------------------------------------------------------------- reads
 
 absl::StatusOr<std::optional<Row>> TransactionImpl::Get(const Table& table, RecordId id) {
@@ -503,8 +503,8 @@ absl::StatusOr<std::optional<Row>> TransactionImpl::Get(const Table& table, Reco
   if (!v->exists) return std::optional<Row>();
   Row row;
   if (absl::Status s = record::DecodeRow(v->body, t->schema.columns.size(), &row); !s.ok()) {
-    return absl::DataLossError(absl::StrCat("table ", t->schema.name, " record ", id.value, ": ",
-                                            s.message()));
+    return absl::DataLossError(
+        absl::StrCat("table ", t->schema.name, " record ", id.value, ": ", s.message()));
   }
   if (absl::Status s = UnspillRow(t, &row); !s.ok()) return s;
   return std::optional<Row>(std::move(row));
@@ -545,9 +545,9 @@ absl::StatusOr<std::unique_ptr<Cursor>> TransactionImpl::IndexScan(const Index& 
   std::string lo_key, hi_key;
   if (absl::Status s = internal::EncodeKeyPrefix(*ix, lo, &lo_key); !s.ok()) return s;
   if (absl::Status s = internal::EncodeKeyPrefix(*ix, hi, &hi_key); !s.ok()) return s;
-  auto c = std::make_unique<IndexCursor>(this, ix, lo_key, hi.empty() ? std::optional<std::string>()
-                                                                      : std::optional<std::string>(hi_key),
-                                         descending);
+  auto c = std::make_unique<IndexCursor>(
+      this, ix, lo_key,
+      hi.empty() ? std::optional<std::string>() : std::optional<std::string>(hi_key), descending);
   if (absl::Status s = c->Start(); !s.ok()) return s;
   return std::unique_ptr<Cursor>(std::move(c));
 }

@@ -7,7 +7,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-
 #include "ember/transaction.h"
 #include "engine/blob/txn_blobs.h"
 #include "engine/db/database_impl.h"
@@ -103,8 +102,8 @@ class TransactionImpl : public Transaction {
   // Adds index entries for `row` of record `rec`, skipping indexes whose key equals the one in
   // `old_raw` (the version replaced, whose entry exists). Returns the unique indexes to check;
   // `*changed` tells whether some key differs from old_raw's.
-  absl::StatusOr<std::vector<internal::IndexState*>> AddKeys(internal::TableState* t,
-                                                             uint64_t rec, const Row& row,
+  absl::StatusOr<std::vector<internal::IndexState*>> AddKeys(internal::TableState* t, uint64_t rec,
+                                                             const Row& row,
                                                              const std::string* old_raw,
                                                              bool* changed)
       ABSL_SHARED_LOCKS_REQUIRED(t->rows_mu);
@@ -191,9 +190,9 @@ class TransactionImpl : public Transaction {
   bool wrote_ = false;
   bool ending_ = false;  // Rollback is undoing everything (see kMaxDeferredFrees)
   int stmt_depth_ = 0;
-  uint64_t changes_ = 0;              // successful record changes (to tell if a statement did any)
+  uint64_t changes_ = 0;  // successful record changes (to tell if a statement did any)
   std::unique_ptr<txn::UndoLog> undo_;  // null with no_savepoint
-  std::string doomed_;                // why the transaction can only be rolled back
+  std::string doomed_;                  // why the transaction can only be rolled back
   // Data pages this transaction updated or deleted on, and inserted on (table, page
   // sequence): see HandPagesToCollector.
   absl::flat_hash_set<std::pair<uint32_t, uint32_t>> pages_;
@@ -213,7 +212,7 @@ class TransactionImpl : public Transaction {
     uint64_t blob;
     auto operator<=>(const DroppedBlob&) const = default;
   };
-  std::vector<DroppedBlob> dropped_blobs_;       // see NoteDroppedBlobs
+  std::vector<DroppedBlob> dropped_blobs_;      // see NoteDroppedBlobs
   absl::flat_hash_set<uint64_t> undone_blobs_;  // queued for freeing by an undo (while any
                                                 // dropped BLOB is remembered)
   // AddKeys decodes the replaced version into this on every update: kept so a mass update does

@@ -17,8 +17,8 @@ using internal::TableState;
 absl::Status TransactionImpl::Doom(const absl::Status& cause) {
   if (state_ == State::kActive) state_ = State::kFailed;
   if (doomed_.empty()) doomed_ = cause.ToString();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "transaction ", id_, " is doomed and can only be rolled back: ", doomed_));
+  return absl::FailedPreconditionError(
+      absl::StrCat("transaction ", id_, " is doomed and can only be rolled back: ", doomed_));
 }
 
 absl::Status TransactionImpl::ApplyUndo(TableState* t, uint64_t rec, txn::UndoKind kind,
@@ -41,8 +41,7 @@ absl::Status TransactionImpl::ApplyUndo(TableState* t, uint64_t rec, txn::UndoKi
     if (w->unlinked_fragments) unlinked->push_back(*w->unlinked_fragments);
     // The restored version's keys may have lost their entries when it was overwritten.
     Row row;
-    if (!t->indexes.empty() &&
-        record::DecodeRow(before, t->schema.columns.size(), &row).ok()) {
+    if (!t->indexes.empty() && record::DecodeRow(before, t->schema.columns.size(), &row).ok()) {
       bool changed;
       absl::StatusOr<std::vector<IndexState*>> u = AddKeys(t, rec, row, &removed, &changed);
       if (!u.ok()) return u.status();
@@ -65,8 +64,8 @@ absl::Status TransactionImpl::QueueUndoneBlobs(TableState* t, uint64_t rec,
   // every version left in the chain (the restored one included), not just the newest: a
   // read-committed writer that waited may have kept a BLOB of a version under a newer one.
   std::vector<std::string> staying;
-  absl::Status s = t->relation->ForEachVersion(
-      rec, [&](uint64_t, bool deleted, std::string_view raw) {
+  absl::Status s =
+      t->relation->ForEachVersion(rec, [&](uint64_t, bool deleted, std::string_view raw) {
         if (!deleted) staying.emplace_back(raw);
         return true;
       });
@@ -241,8 +240,6 @@ absl::Status TransactionImpl::RollbackToSavepoint(std::string_view name) {
   return absl::OkStatus();
 }
 
-UndoLogStats TransactionImpl::undo_stats() const {
-  return undo_ ? undo_->stats() : UndoLogStats{};
-}
+UndoLogStats TransactionImpl::undo_stats() const { return undo_ ? undo_->stats() : UndoLogStats{}; }
 
 }  // namespace ember::db

@@ -90,8 +90,7 @@ size_t LowerBound(const BtreeNode& node, std::string_view key) {
 // Decodes the latched page `ref` into `node`; returns the position of its first entry >= key.
 absl::StatusOr<size_t> DecodeAt(const PageRef& ref, uint32_t page_size, std::string_view key,
                                 BtreeNode* node) {
-  if (absl::Status s = page::DecodeBtreePage(ref.data(), page_size, ref.page_no(), node);
-      !s.ok()) {
+  if (absl::Status s = page::DecodeBtreePage(ref.data(), page_size, ref.page_no(), node); !s.ok()) {
     return s;
   }
   return LowerBound(*node, key);
@@ -130,11 +129,11 @@ struct SplitPlan {
 // left = [0,k) and right = [k,n); internal, left = [0,k), entry k moves up (its child becomes
 // right's low_page) and right = (k,n). Each half is sized with its fence: the separator for the
 // left, the node's own fence for the right. Appending at the right end of a level (ascending
-// loads) leaves the left page as full as it can be with its fence; otherwise the larger half is made as small as
-// possible. Returns 0 when no split point makes both halves fit, which BtreeMaxKeySize rules
-// out: with entries of at most E = 13 + 2 + K bytes (a restart slot included) and fences of at
-// most 2 + K, a page holding four entries and a fence leaves a window of at least E bytes of split
-// points where both halves fit.
+// loads) leaves the left page as full as it can be with its fence; otherwise the larger half is
+// made as small as possible. Returns 0 when no split point makes both halves fit, which
+// BtreeMaxKeySize rules out: with entries of at most E = 13 + 2 + K bytes (a restart slot included)
+// and fences of at most 2 + K, a page holding four entries and a fence leaves a window of at least
+// E bytes of split points where both halves fit.
 size_t ChooseSplit(const BtreeNode& node, size_t inserted, uint32_t page_size) {
   const size_t n = node.entries.size();
   // A split needs two entries, and a page never holds more entries than bytes (the bound also
@@ -165,8 +164,8 @@ size_t ChooseSplit(const BtreeNode& node, size_t inserted, uint32_t page_size) {
     // The left half starts at entry 0, so its restarts are where they are in `stride` from 0,
     // minus those at or past k.
     const size_t extra = stride[0] - stride[(k + kR - 1) / kR * kR];
-    return page::kBtreeHeaderSize + sum[k] + extra + restart_bytes(k) +
-           page::bt::kFenceOverhead + sep;
+    return page::kBtreeHeaderSize + sum[k] + extra + restart_bytes(k) + page::bt::kFenceOverhead +
+           sep;
   };
   auto right_bytes = [&](size_t k) {
     const size_t from = internal ? k + 1 : k;  // the right half's first entry
@@ -263,8 +262,8 @@ absl::StatusOr<PageRef> BTree::Impl::FetchNode(PageNo no, LatchMode mode, int ex
 absl::StatusOr<PageRef> BTree::Impl::FetchRoot(LatchMode mode, BtreeHeader* h) const {
   absl::StatusOr<PageRef> r = FetchNode(root, mode, -1, h);
   if (r.ok() && (h->left_sibling != page::kNoPage || h->right_sibling != page::kNoPage)) {
-    return Corrupt(root, absl::StrCat("the root has siblings ", h->left_sibling, " and ",
-                                      h->right_sibling));
+    return Corrupt(
+        root, absl::StrCat("the root has siblings ", h->left_sibling, " and ", h->right_sibling));
   }
   return r;
 }
@@ -417,8 +416,8 @@ absl::Status CheckKeySize(const char* op, std::string_view key, uint32_t max_key
 absl::Status BTree::Impl::FindInLeaf(std::string_view key, std::vector<MissingLink>* moved,
                                      PageRef* leaf, BtreeHeader* h, page::BtreeSlot* slot) const {
   if (FindInRightmost(key, leaf, h, slot)) return absl::OkStatus();
-  absl::StatusOr<PageRef> r = DescendToLeaf(Bound{key}, LatchMode::kExclusive, nullptr, nullptr,
-                                            moved);
+  absl::StatusOr<PageRef> r =
+      DescendToLeaf(Bound{key}, LatchMode::kExclusive, nullptr, nullptr, moved);
   if (!r.ok()) return r.status();
   *leaf = std::move(*r);
   if (absl::Status s = page::ReadBtreeHeader(leaf->data(), page_size, leaf->page_no(), h);
@@ -478,7 +477,8 @@ absl::Status BTree::Insert(std::string_view key, uint64_t value, uint64_t txn, s
       result = absl::AlreadyExistsError(
           absl::StrCat("btree insert: key already present in page ", leaf.page_no()));
     }
-    if (result.ok() && alone) *alone = AloneInLeaf(leaf.data(), impl_->page_size, h, slot, key, prefix);
+    if (result.ok() && alone)
+      *alone = AloneInLeaf(leaf.data(), impl_->page_size, h, slot, key, prefix);
     if (result.ok() && page::BtreeInsertAt(leaf.data(), impl_->page_size, &h, slot, key, value)) {
       leaf.Mark(txn);
       fit = true;
@@ -499,8 +499,8 @@ absl::Status BTree::Remove(std::string_view key, uint64_t txn) {
   // refused removes it too, and must not fail).
   if (key.size() > impl_->max_key) {
     return absl::NotFoundError(absl::StrCat("btree remove: no key of ", key.size(),
-                                            " bytes (longer than the maximum of ",
-                                            impl_->max_key, ")"));
+                                            " bytes (longer than the maximum of ", impl_->max_key,
+                                            ")"));
   }
   std::vector<MissingLink> moved;
   absl::Status result;
@@ -511,8 +511,7 @@ absl::Status BTree::Remove(std::string_view key, uint64_t txn) {
     page::BtreeSlot slot;
     result = impl_->FindInLeaf(key, &moved, &leaf, &h, &slot);
     if (result.ok() && !slot.equal) {
-      result = absl::NotFoundError(
-          absl::StrCat("btree remove: key not in page ", leaf.page_no()));
+      result = absl::NotFoundError(absl::StrCat("btree remove: key not in page ", leaf.page_no()));
     }
     if (result.ok()) {
       // Removing an entry never grows the page (see BtreeRemoveAt).
@@ -691,12 +690,12 @@ absl::StatusOr<PageRef> BTree::Impl::Splitter::NewPage() {
   return p;
 }
 
-absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t value,
-                                               uint8_t level, const MissingLink* link) {
+absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t value, uint8_t level,
+                                               const MissingLink* link) {
   BtreeNode node;
   size_t pos = 0;
   PageNo link_child = page::kNoPage;  // a repair: the child that links to link->right
-  bool tail = false;  // the target splits in place at its right end (tail_)
+  bool tail = false;                  // the target splits in place at its right end (tail_)
   for (int attempt = 0;; ++attempt) {
     if (absl::Status s = LatchPath(key, level); !s.ok()) return s;
     PageRef& target = path_.back();
@@ -720,7 +719,8 @@ absl::Status BTree::Impl::Splitter::RunLatched(std::string_view key, uint64_t va
         if (!child.ok() || *child == page::kNoPage) return child.status();
         link_child = *child;
       }
-      node.entries.insert(node.entries.begin() + static_cast<ptrdiff_t>(pos), BtreeEntry{std::string(key), value});
+      node.entries.insert(node.entries.begin() + static_cast<ptrdiff_t>(pos),
+                          BtreeEntry{std::string(key), value});
       // The entry goes in place with BtreeInsertRoom free; else the node re-encoded may fit.
       BtreeHeader h;
       target_splits =
@@ -780,8 +780,8 @@ absl::Status BTree::Impl::Splitter::PostUp(std::string entry_key, uint64_t entry
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = page::BtreeLowerBound(ref.data(), t_->page_size, ref.page_no(), h,
-                                               entry_key, &slot);
+    if (absl::Status s =
+            page::BtreeLowerBound(ref.data(), t_->page_size, ref.page_no(), h, entry_key, &slot);
         !s.ok()) {
       return s;
     }
@@ -796,7 +796,8 @@ absl::Status BTree::Impl::Splitter::PostUp(std::string entry_key, uint64_t entry
       absl::StatusOr<size_t> at = DecodeAt(ref, t_->page_size, entry_key, &node);
       if (!at.ok()) return at.status();
       pos = *at;
-      node.entries.insert(node.entries.begin() + static_cast<ptrdiff_t>(pos), BtreeEntry{entry_key, entry_value});
+      node.entries.insert(node.entries.begin() + static_cast<ptrdiff_t>(pos),
+                          BtreeEntry{entry_key, entry_value});
       node_ready = true;
     }
     if (page::EncodeBtreePage(node, ref.data(), t_->page_size)) {
@@ -857,10 +858,11 @@ absl::Status BTree::Impl::Splitter::SplitTail(size_t i, std::string* separator, 
   right.left_sibling = n_no;
   right.entries = std::move(tail_.right);
   if (absl::Status s = WriteNewPage(*rr, right, ps); !s.ok()) return s;
-  if (absl::Status s = LinkNewRight(i, r_no, [&](PageRef& node) {
-        page::BtreeApplyTailSplit(node.data(), ps, &h, tail_, r_no);
-        return absl::OkStatus();
-      });
+  if (absl::Status s = LinkNewRight(i, r_no,
+                                    [&](PageRef& node) {
+                                      page::BtreeApplyTailSplit(node.data(), ps, &h, tail_, r_no);
+                                      return absl::OkStatus();
+                                    });
       !s.ok()) {
     return s;
   }
@@ -915,13 +917,14 @@ absl::Status BTree::Impl::Splitter::SplitNode(size_t i, BtreeNode& node, size_t 
 
   plan->left.left_sibling = left_no;
   plan->left.right_sibling = r_no;
-  if (absl::Status s = LinkNewRight(i, r_no, [&](PageRef& node) {
-        if (!page::EncodeBtreePage(plan->left, node.data(), ps)) {
-          return absl::InternalError(
-              absl::StrCat("btree page ", n_no, ": split half does not fit"));
-        }
-        return absl::OkStatus();
-      });
+  if (absl::Status s = LinkNewRight(i, r_no,
+                                    [&](PageRef& node) {
+                                      if (!page::EncodeBtreePage(plan->left, node.data(), ps)) {
+                                        return absl::InternalError(absl::StrCat(
+                                            "btree page ", n_no, ": split half does not fit"));
+                                      }
+                                      return absl::OkStatus();
+                                    });
       !s.ok()) {
     return s;
   }

@@ -39,8 +39,7 @@ class BTree {
  public:
   // Allocates and initialises an empty tree (one leaf root) for `txn`; returns the root page.
   static absl::StatusOr<page::PageNo> Create(cache::BufferCache* cache, cache::PageSpace* space,
-                                             uint64_t txn, uint32_t relation_id,
-                                             uint16_t index_id);
+                                             uint64_t txn, uint32_t relation_id, uint16_t index_id);
 
   BTree(cache::BufferCache* cache, cache::PageSpace* space, page::PageNo root);
   ~BTree();

@@ -33,10 +33,10 @@ std::string Separator(std::string_view left, std::string_view right) {
 
 struct BulkBuild::Range {
   explicit Range(uint32_t ps) : cur(ps), first(ps) {}
-  BtreePageBuilder cur;     // the leaf being filled
+  BtreePageBuilder cur;  // the leaf being filled
   PageNo cur_no = page::kNoPage;
-  std::string cur_lower;    // the separator below it ("" for the range's first leaf)
-  BtreePageBuilder first;   // the range's first leaf once closed, held back until Complete
+  std::string cur_lower;   // the separator below it ("" for the range's first leaf)
+  BtreePageBuilder first;  // the range's first leaf once closed, held back until Complete
   bool first_closed = false;
   PageNo first_no = page::kNoPage, first_right = page::kNoPage;
   std::string first_fence;
@@ -44,7 +44,7 @@ struct BulkBuild::Range {
   std::string first_key;
   std::vector<Child> leaves;  // closed leaves in order (the held-back first one included)
   uint64_t entries = 0;
-  uint64_t written = 0;       // leaves written
+  uint64_t written = 0;  // leaves written
   // Page allocation: every run taken (for Abandon) and what is left of the last one.
   std::vector<std::pair<PageNo, uint32_t>> runs;  // (first page, pages)
   uint32_t next_run = kFirstRun;
@@ -227,8 +227,7 @@ absl::Status BulkBuild::Complete() {
       const PageNo right =
           next ? (next->first_closed ? next->first_no : next->cur_no) : page::kNoPage;
       if (r.first_closed) {
-        result = WriteNode(r.first_no, r.first, left, r.first_right, page::kNoPage,
-                           r.first_fence);
+        result = WriteNode(r.first_no, r.first, left, r.first_right, page::kNoPage, r.first_fence);
         if (result.ok()) {
           result = WriteNode(r.cur_no, r.cur, r.prev_no, right, page::kNoPage, fence);
         }

@@ -10,9 +10,9 @@
 // the index). No careful-write edges are recorded among these pages: until the transaction
 // that publishes the index commits, nothing on disk links to any of them, and its commit
 // writes (and syncs) them all before the TIP that makes the index exist, so the order in which
-// they reach the disk cannot matter. A leaf's right sibling and fence are known only when the next leaf starts, so a
-// range holds back its first leaf (whose left neighbour is the previous range's last) and its
-// last one until Complete. Nothing on disk links to any page of the build until the
+// they reach the disk cannot matter. A leaf's right sibling and fence are known only when the next
+// leaf starts, so a range holds back its first leaf (whose left neighbour is the previous range's
+// last) and its last one until Complete. Nothing on disk links to any page of the build until the
 // transaction that publishes the index commits; a crash before that leaves unreachable pages
 // (Validate(free_unreachable) and the reclamation after a crash free them), and Abandon frees
 // them at once after a failure.
@@ -82,7 +82,7 @@ class BulkBuild {
   const uint32_t ps_;
   const size_t target_;  // bytes a page is filled to
   std::vector<std::unique_ptr<Range>> ranges_;
-  std::unique_ptr<Range> upper_;  // page allocation for the levels above the leaves
+  std::unique_ptr<Range> upper_;         // page allocation for the levels above the leaves
   page::PageNo unused_ = page::kNoPage;  // a page Complete freed (a one-leaf tree's)
   BulkBuildStats stats_;
 };

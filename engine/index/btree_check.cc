@@ -31,8 +31,7 @@ using page::PageNo;
 class BTree::Impl::Checker {
  public:
   Checker(const BTree::Impl& t, std::vector<std::string>* errors,
-          const std::function<void(std::string_view, uint64_t)>& visit,
-          std::vector<PageNo>* pages)
+          const std::function<void(std::string_view, uint64_t)>& visit, std::vector<PageNo>* pages)
       : t_(t), errors_(errors), visit_(visit), pages_(pages) {}
 
   absl::Status Run() {

@@ -119,8 +119,7 @@ absl::StatusOr<BTree::Cursor> BTree::Seek(std::string_view key, bool descending,
   c.descending_ = descending;
   absl::Status s = descending
                        ? impl_->FillDescending(Bound{key, true, key.empty()}, &c.buffered_)
-                       : impl_->FillAscending(key, true, std::max<size_t>(batch, 1),
-                                              &c.buffered_);
+                       : impl_->FillAscending(key, true, std::max<size_t>(batch, 1), &c.buffered_);
   if (!s.ok()) return s;
   if (c.buffered_.empty()) return c;
   c.key_ = std::move(c.buffered_[0].first);

@@ -45,7 +45,10 @@ using CursorEntries = std::vector<std::pair<std::string, uint64_t>>;
 
 struct BTree::Impl {
   Impl(cache::BufferCache* c, cache::PageSpace* s, page::PageNo r)
-      : cache(c), space(s), root(r), page_size(c->page_size()),
+      : cache(c),
+        space(s),
+        root(r),
+        page_size(c->page_size()),
         max_key(page::BtreeMaxKeySize(c->page_size())) {}
 
   // Fetches page `no` latched in `mode` and checks its B-tree header; `expected_level` < 0

@@ -67,12 +67,14 @@ struct FileOptions {
 
 // Opens a real file. Errors: NotFound (no such file), AlreadyExists (kCreateNew on an existing
 // file), PermissionDenied, or Internal with strerror, always naming the path.
-absl::StatusOr<std::unique_ptr<File>> OpenPosixFile(const std::string& path, const FileOptions& opts);
+absl::StatusOr<std::unique_ptr<File>> OpenPosixFile(const std::string& path,
+                                                    const FileOptions& opts);
 
 // Converts an errno into a Status naming the operation and path ("pwrite db.edb at 8192: No space
 // left on device"); ENOSPC becomes ResourceExhausted, ENOENT NotFound, EACCES PermissionDenied,
 // EISDIR InvalidArgument, EIO -> Internal.
-absl::Status ErrnoStatus(int err, std::string_view op, std::string_view path, uint64_t offset = UINT64_MAX);
+absl::Status ErrnoStatus(int err, std::string_view op, std::string_view path,
+                         uint64_t offset = UINT64_MAX);
 
 // Removes a file; NotFound is not an error.
 absl::Status RemoveFile(const std::string& path);

@@ -61,9 +61,9 @@ absl::StatusOr<std::unique_ptr<OwnerLock>> OwnerLock::Lock(int fd, const std::st
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a database file (", S_ISDIR(st.st_mode) ? "a directory" : "not a regular file",
-        ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a database file (",
+                     S_ISDIR(st.st_mode) ? "a directory" : "not a regular file", ")"));
   }
   const std::pair<dev_t, ino_t> key{st.st_dev, st.st_ino};
   {

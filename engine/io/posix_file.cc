@@ -67,7 +67,8 @@ absl::Status PosixFile::Read(uint64_t offset, void* buf, size_t len) {
   auto* p = static_cast<char*>(buf);
   size_t done = 0;
   while (done < len) {
-    const ssize_t n = ::pread(fd_, p + done, std::min(len - done, kMaxIo), static_cast<off_t>(offset + done));
+    const ssize_t n =
+        ::pread(fd_, p + done, std::min(len - done, kMaxIo), static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, "pread", path_, offset + done);

@@ -69,8 +69,8 @@ absl::Status TempSpace::OpenSpillFileLocked() {
   // Every directory failed last time: try them all again (and report their real error).
   if (spill_dir_ >= dirs_.size()) spill_dir_ = 0;
   for (; spill_dir_ < dirs_.size(); ++spill_dir_) {
-    const std::string path = absl::StrCat(dirs_[spill_dir_], "/", kSpillPrefix, getpid(), "_",
-                                          counter.fetch_add(1));
+    const std::string path =
+        absl::StrCat(dirs_[spill_dir_], "/", kSpillPrefix, getpid(), "_", counter.fetch_add(1));
     int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
       last = ErrnoStatus(errno, "create temp file", path);
@@ -96,8 +96,7 @@ absl::Status TempSpace::AddBlockLocked() {
     for (;;) {
       if (spill_fd_ < 0) {
         if (absl::Status s = OpenSpillFileLocked(); !s.ok()) {
-          return absl::ResourceExhaustedError(
-              absl::StrCat("temp space full: ", s.message()));
+          return absl::ResourceExhaustedError(absl::StrCat("temp space full: ", s.message()));
         }
       }
       int err = posix_fallocate(spill_fd_, static_cast<off_t>(spill_size_),
@@ -108,9 +107,9 @@ absl::Status TempSpace::AddBlockLocked() {
         spill_fd_ = -1;
         continue;
       }
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "temp space full: cannot grow a spill file in ", dirs_[spill_dir_], ": ",
-          std::strerror(err)));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("temp space full: cannot grow a spill file in ", dirs_[spill_dir_], ": ",
+                       std::strerror(err)));
     }
     b.fd = spill_fd_;
     b.file_offset = spill_size_;
@@ -271,7 +270,8 @@ absl::Status TempSpace::Read(uint64_t offset, void* buf, size_t len) const {
     for (size_t r = 0; r < n;) {
       ssize_t k = pread(fd, dst + done + r, n - r, static_cast<off_t>(foff + r));
       if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) return ErrnoStatus(k < 0 ? errno : EIO, "pread temp file", "temp space", foff + r);
+      if (k <= 0)
+        return ErrnoStatus(k < 0 ? errno : EIO, "pread temp file", "temp space", foff + r);
       r += static_cast<size_t>(k);
     }
     return absl::OkStatus();

@@ -25,7 +25,7 @@
 namespace ember::io {
 
 struct TempSpaceOptions {
-  std::vector<std::string> dirs;     // empty: $EMBER_TMP, else $TMPDIR, else /tmp
+  std::vector<std::string> dirs;       // empty: $EMBER_TMP, else $TMPDIR, else /tmp
   uint64_t cache_limit = 64ull << 20;  // bytes kept in memory before spilling
   uint64_t block_size = 1ull << 20;    // unit of growth
 };
@@ -67,7 +67,7 @@ class TempSpace {
  private:
   struct Block {
     std::unique_ptr<uint8_t[]> mem;  // memory block, or
-    int fd = -1;                      // the spill file holding it
+    int fd = -1;                     // the spill file holding it
     uint64_t file_offset = 0;
   };
   absl::Status AddBlockLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -82,8 +82,8 @@ class TempSpace {
   std::vector<std::string> dirs_;
   mutable util::Mutex mu_;
   std::vector<Block> blocks_ ABSL_GUARDED_BY(mu_);
-  uint64_t end_ ABSL_GUARDED_BY(mu_) = 0;                        // logical size in use
-  std::map<uint64_t, uint64_t> free_by_off_ ABSL_GUARDED_BY(mu_);  // offset -> size
+  uint64_t end_ ABSL_GUARDED_BY(mu_) = 0;                                // logical size in use
+  std::map<uint64_t, uint64_t> free_by_off_ ABSL_GUARDED_BY(mu_);        // offset -> size
   std::multimap<uint64_t, uint64_t> free_by_size_ ABSL_GUARDED_BY(mu_);  // size -> offset
   int spill_fd_ ABSL_GUARDED_BY(mu_) = -1;
   size_t spill_dir_ ABSL_GUARDED_BY(mu_) = 0;

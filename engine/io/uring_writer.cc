@@ -1,10 +1,10 @@
 // Batched writes through io_uring (see uring_writer.h).
 #include "engine/io/uring_writer.h"
 
-#include <algorithm>
-#include <atomic>
 #include <sys/uio.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <vector>
@@ -34,7 +34,8 @@ struct Run {
   size_t first;  // index of its first iovec not (fully) written
   size_t end;    // one past its last iovec
   size_t left;   // bytes not written yet
-  size_t cut = 0;  // nonzero: the first writev submits only this many bytes (an injected short write)
+  size_t cut =
+      0;  // nonzero: the first writev submits only this many bytes (an injected short write)
   std::vector<iovec> cut_iovs;  // the iovecs of that first writev
 };
 

@@ -57,11 +57,11 @@ inline uint64_t SizeWord(size_t suffix, size_t value_bytes) {
 struct RawEntry {
   size_t prefix = 0;
   size_t suffix = 0;
-  size_t header = 0;   // bytes of the two length varints
-  size_t sfx = 0;      // offset of the suffix bytes
-  size_t val = 0;      // offset of the value's bytes
-  size_t vbytes = 0;   // their number, 1..8
-  size_t next = 0;     // offset one past the entry
+  size_t header = 0;  // bytes of the two length varints
+  size_t sfx = 0;     // offset of the suffix bytes
+  size_t val = 0;     // offset of the value's bytes
+  size_t vbytes = 0;  // their number, 1..8
+  size_t next = 0;    // offset one past the entry
 };
 
 // Parses the entry at `off`, not past `end`. False when it does not fit (or a varint is over
@@ -204,13 +204,13 @@ absl::Status ReadBtreeHeader(const uint8_t* page, uint32_t page_size, PageNo no,
     limit -= bt::kFenceOverhead + h->fence_len;
   }
   if (h->has_fence() != (h->right_sibling != kNoPage)) {
-    return Corrupt(no, h->has_fence() ? "a fence but no right sibling"
-                                      : absl::StrCat("right sibling ", h->right_sibling,
-                                                     " but no fence"));
+    return Corrupt(no, h->has_fence()
+                           ? "a fence but no right sibling"
+                           : absl::StrCat("right sibling ", h->right_sibling, " but no fence"));
   }
   if (h->restart_count > h->count || (h->count > 0) != (h->restart_count > 0)) {
-    return Corrupt(no, absl::StrCat("restart_count ", h->restart_count, " with ", h->count,
-                                    " entries"));
+    return Corrupt(
+        no, absl::StrCat("restart_count ", h->restart_count, " with ", h->count, " entries"));
   }
   if (h->data_end < kBtreeHeaderSize ||
       h->data_end + bt::kRestartSize * size_t{h->restart_count} > limit) {
@@ -326,10 +326,9 @@ bool BtreeEntryReader::Next() {
 // Binary search of the restart entries (which hold their key whole): the first one whose key
 // is not below `key` (k, ksize), in *lo.
 [[gnu::always_inline]] inline absl::Status SearchRestarts(const uint8_t* page, PageNo no,
-                                                          const uint8_t* restarts,
-                                                          size_t nrestarts, size_t end,
-                                                          const uint8_t* k, size_t ksize,
-                                                          size_t* lo_out) {
+                                                          const uint8_t* restarts, size_t nrestarts,
+                                                          size_t end, const uint8_t* k,
+                                                          size_t ksize, size_t* lo_out) {
   size_t lo = 0, hi = nrestarts;
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
@@ -370,8 +369,7 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
     return Corrupt(no, absl::StrCat("entry at offset ", off, ": ", what));
   };
   size_t lo = 0;
-  if (absl::Status s = SearchRestarts(page, no, restarts, nrestarts, end, k, ksize, &lo);
-      !s.ok()) {
+  if (absl::Status s = SearchRestarts(page, no, restarts, nrestarts, end, k, ksize, &lo); !s.ok()) {
     return s;
   }
   // Walk the group of the last restart below `key` (the first group when there is none).
@@ -401,8 +399,7 @@ absl::Status BtreeLowerBound(const uint8_t* page, uint32_t page_size, PageNo no,
     const size_t prefix = e.prefix;
     const size_t suffix = e.suffix;
     if (prefix > klen || prefix + suffix > max_key) {
-      return bad(off, absl::StrCat("prefix_len ", prefix, ", suffix_len ", suffix,
-                                   " do not fit"));
+      return bad(off, absl::StrCat("prefix_len ", prefix, ", suffix_len ", suffix, " do not fit"));
     }
     const uint8_t* sfx = page + e.sfx;
     // Prefix lengths inside a group are exact (the longest common prefix with the previous key),
@@ -468,7 +465,8 @@ bool BtreeInsertAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
   // The new entry is a restart when it takes a restart entry's place (that entry then follows
   // it, compressed), when the page is empty, or when its group has grown long.
   const bool takes_restart = h->count == 0 || slot.at_restart();
-  const bool new_restart = h->count == 0 || (!takes_restart && slot.walked >= kBtreeRestartInterval);
+  const bool new_restart =
+      h->count == 0 || (!takes_restart && slot.walked >= kBtreeRestartInterval);
   const size_t prefix = takes_restart || new_restart ? 0 : slot.prev_common;
   const size_t size = BtreeEntryBytes(prefix, key.size() - prefix, value);
   // The next entry now shares next_common bytes with its predecessor (the new key), at least
@@ -524,8 +522,8 @@ bool BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
   RawEntry e;
   if (!ParseEntry(page, slot.offset, h->data_end, &e)) return false;
   const size_t next = e.next;
-  const bool next_is_restart = slot.restart + 1u < h->restart_count &&
-                               RestartAt(restarts, slot.restart + 1) == next;
+  const bool next_is_restart =
+      slot.restart + 1u < h->restart_count && RestartAt(restarts, slot.restart + 1) == next;
   size_t shrink = next - slot.offset;
   bool drop_restart = false;
   const bool fix_next = next < h->data_end && !next_is_restart;
@@ -541,7 +539,7 @@ bool BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
     const size_t add = n.prefix - new_prefix;
     const size_t new_head =
         util::VarintLength(new_prefix) + util::VarintLength(SizeWord(n.suffix + add, n.vbytes));
-    const size_t tail_from = next + n.header;           // the old suffix, the value, the rest
+    const size_t tail_from = next + n.header;  // the old suffix, the value, the rest
     const size_t tail_to = slot.offset + new_head + add;
     std::memmove(page + tail_to, page + tail_from, h->data_end - tail_from);
     uint8_t* p = util::EncodeVarint64(at, new_prefix);
@@ -569,8 +567,8 @@ bool BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
 }
 
 absl::StatusOr<bool> BtreePlanTailSplit(const uint8_t* page, uint32_t page_size, PageNo no,
-                                        const BtreeHeader& h, std::string_view key,
-                                        uint64_t value, BtreeTailSplit* plan) {
+                                        const BtreeHeader& h, std::string_view key, uint64_t value,
+                                        BtreeTailSplit* plan) {
   if (h.right_sibling != kNoPage || h.has_fence() || h.restart_count == 0) return false;
   const uint8_t* restarts = page + h.restarts_at(page_size);
   BtreeSlot start;  // at the last restart entry, which is stored whole
@@ -668,8 +666,8 @@ bool EncodeBtreePage(const BtreeNode& node, uint8_t* page, uint32_t page_size) {
   util::Put32(page + bt::kRelationId, node.relation_id);
   util::Put16(page + bt::kIndexId, node.index_id);
   page[bt::kLevel] = node.level;
-  page[bt::kFlags] = static_cast<uint8_t>((node.flags & ~kBtreeHasFence) |
-                                          (node.fence ? kBtreeHasFence : 0));
+  page[bt::kFlags] =
+      static_cast<uint8_t>((node.flags & ~kBtreeHasFence) | (node.fence ? kBtreeHasFence : 0));
   util::Put32(page + bt::kLeftSibling, node.left_sibling);
   util::Put32(page + bt::kRightSibling, node.right_sibling);
   util::Put16(page + bt::kCount, static_cast<uint16_t>(node.entries.size()));
@@ -719,8 +717,7 @@ size_t BtreePageBuilder::Growth(std::string_view key, uint64_t value, size_t pre
   return BtreeEntryBytes(prefix, key.size() - prefix, value) + (restart ? bt::kRestartSize : 0);
 }
 
-size_t BtreePageBuilder::SizeWith(std::string_view key, uint64_t value,
-                                  size_t fence_bytes) const {
+size_t BtreePageBuilder::SizeWith(std::string_view key, uint64_t value, size_t fence_bytes) const {
   return used() + Growth(key, value, PrefixFor(key)) +
          (fence_bytes > 0 ? bt::kFenceOverhead + fence_bytes : 0);
 }

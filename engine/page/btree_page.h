@@ -16,7 +16,8 @@
 //   34        2    data_end       offset one past the last entry
 //   36        4    low_page       internal: child for keys below the first separator; leaf: 0
 //   40        2    restart_count  R: entries in the restart array (0 exactly when count is 0)
-//   42        ...  entries, each {varint prefix_len, varint size (suffix_len << 3 | value bytes - 1),
+//   42        ...  entries, each {varint prefix_len, varint size (suffix_len << 3 | value bytes -
+//   1),
 //                  suffix bytes, value (1-8 bytes, little-endian)}
 //   ...            zeros
 //   L-2R      2R   restarts       u16 offsets of the restart entries, increasing; the first is 42
@@ -25,11 +26,11 @@
 //
 // An entry's key is the first prefix_len bytes of the previous entry's key followed by the
 // suffix. A restart entry has prefix_len 0 (the first entry is one); every other entry stores the
-// longest common prefix with the previous key (searches rely on that). Internal entry i is (separator_i, child_i): child_i
-// holds the keys k with separator_i <= k < separator_{i+1}; low_page holds keys below
-// separator_0. The fence (Lehman and Yao's high key) is above every key of the node and of its
-// subtree, and at or below every key of its right sibling; a node has one exactly when it has a
-// right sibling.
+// longest common prefix with the previous key (searches rely on that). Internal entry i is
+// (separator_i, child_i): child_i holds the keys k with separator_i <= k < separator_{i+1};
+// low_page holds keys below separator_0. The fence (Lehman and Yao's high key) is above every key
+// of the node and of its subtree, and at or below every key of its right sibling; a node has one
+// exactly when it has a right sibling.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -46,8 +47,8 @@ namespace ember::page {
 
 namespace bt {
 constexpr size_t kRelationId = 16, kIndexId = 20, kLevel = 22, kFlags = 23, kLeftSibling = 24,
-                 kRightSibling = 28, kCount = 32, kDataEnd = 34, kLowPage = 36,
-                 kRestartCount = 40, kEntries = 42;
+                 kRightSibling = 28, kCount = 32, kDataEnd = 34, kLowPage = 36, kRestartCount = 40,
+                 kEntries = 42;
 // The most bytes an entry takes besides its suffix: prefix_len (keys are shorter than 16384
 // bytes: two varint bytes), the size word (suffix_len << 3: three) and the value (eight).
 constexpr size_t kEntryMaxOverhead = 2 + 3 + 8;
@@ -197,10 +198,10 @@ bool BtreeRemoveAt(uint8_t* page, uint32_t page_size, BtreeHeader* h, const Btre
 // The page keeps its entries up to `cut` and gains a fence; the entries from `cut` on (part of
 // the last restart group, often none) and the new one go to a new right page.
 struct BtreeTailSplit {
-  uint16_t cut = 0;                // offset of the first entry that moves right
-  uint16_t keep_count = 0;         // entries the page keeps
-  std::string separator;           // the page's fence, and the separator for the parent
-  std::vector<BtreeEntry> right;   // the right page's entries: those moved, then the new one
+  uint16_t cut = 0;               // offset of the first entry that moves right
+  uint16_t keep_count = 0;        // entries the page keeps
+  std::string separator;          // the page's fence, and the separator for the parent
+  std::vector<BtreeEntry> right;  // the right page's entries: those moved, then the new one
 };
 
 // Plans a tail split of the page (header `h`, accepted by ReadBtreeHeader) for (key, value),
@@ -209,8 +210,8 @@ struct BtreeTailSplit {
 // sibling, `key` is not above its last key, or no such cut fits both halves; DataLoss naming
 // page `no` when the last restart group does not parse. Changes nothing.
 absl::StatusOr<bool> BtreePlanTailSplit(const uint8_t* page, uint32_t page_size, PageNo no,
-                                        const BtreeHeader& h, std::string_view key,
-                                        uint64_t value, BtreeTailSplit* plan);
+                                        const BtreeHeader& h, std::string_view key, uint64_t value,
+                                        BtreeTailSplit* plan);
 
 // Applies a plan of BtreePlanTailSplit to the same page: drops the entries from plan.cut on and
 // gives the page the fence plan.separator and `right` as its right sibling. Updates h.

@@ -38,9 +38,15 @@ struct Line {
 uint16_t LineCount(const uint8_t* page) { return util::Get16(page + kLineCountOff); }
 uint16_t DataStart(const uint8_t* page) { return util::Get16(page + kDataStartOff); }
 uint16_t FreeBytes(const uint8_t* page) { return util::Get16(page + kFreeBytesOff); }
-void SetLineCount(uint8_t* page, uint32_t v) { util::Put16(page + kLineCountOff, static_cast<uint16_t>(v)); }
-void SetDataStart(uint8_t* page, uint32_t v) { util::Put16(page + kDataStartOff, static_cast<uint16_t>(v)); }
-void SetFreeBytes(uint8_t* page, uint32_t v) { util::Put16(page + kFreeBytesOff, static_cast<uint16_t>(v)); }
+void SetLineCount(uint8_t* page, uint32_t v) {
+  util::Put16(page + kLineCountOff, static_cast<uint16_t>(v));
+}
+void SetDataStart(uint8_t* page, uint32_t v) {
+  util::Put16(page + kDataStartOff, static_cast<uint16_t>(v));
+}
+void SetFreeBytes(uint8_t* page, uint32_t v) {
+  util::Put16(page + kFreeBytesOff, static_cast<uint16_t>(v));
+}
 // Every line below free_hint is in use: DpInsert's search for the lowest empty line starts there
 // (a page that only grows, as under a mass update pushing down back versions, has none, and the
 // scan of its whole line array was a tenth of the update's instructions). A hint too low only
@@ -313,8 +319,8 @@ std::string DpCheck(const uint8_t* page, uint32_t page_size) {
     }
     if (l.len == 0) return absl::StrFormat("line %u: offset %u with length 0", i, l.off);
     if (l.off < end) {
-      return absl::StrFormat("line %u: offset %u points into the line array (ends at %u)", i,
-                             l.off, end);
+      return absl::StrFormat("line %u: offset %u points into the line array (ends at %u)", i, l.off,
+                             end);
     }
     if (uint32_t{l.off} + l.len > page_size) {
       return absl::StrFormat("line %u: bytes [%u, %u) run past the page end %u", i, l.off,

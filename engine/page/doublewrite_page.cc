@@ -7,8 +7,7 @@
 namespace ember::page {
 
 namespace {
-constexpr size_t kSeqOff = 16, kRetiredOff = 24, kCountOff = 32, kEntriesOff = 40,
-                 kEntrySize = 12;
+constexpr size_t kSeqOff = 16, kRetiredOff = 24, kCountOff = 32, kEntriesOff = 40, kEntrySize = 12;
 static_assert(kSeqOff == kPageHeaderSize);
 static_assert(DwMaxEntries(kMinPageSize) >= 256);
 static_assert(DoublewriteEnd(kMinPageSize) <= 4096);  // well inside PIP 0's range
@@ -31,7 +30,8 @@ void WriteDwRecord(uint8_t* page, uint32_t page_size, PageNo slot_page_no, const
 
 absl::StatusOr<DwRecord> ReadDwRecord(const uint8_t* page, uint32_t page_size) {
   if (GetType(page) != PageType::kDoublewrite) {
-    return absl::DataLossError(absl::StrCat("page ", GetPageNo(page), " is not a doublewrite record"));
+    return absl::DataLossError(
+        absl::StrCat("page ", GetPageNo(page), " is not a doublewrite record"));
   }
   DwRecord r;
   r.seq = util::Get64(page + kSeqOff);

@@ -96,9 +96,9 @@ absl::Status ReadHeader(const uint8_t* page, HeaderFields* h, const char* file_f
 absl::Status PeekPageSize(const uint8_t* first_bytes, size_t n, uint32_t* page_size,
                           const char* file_for_errors) {
   if (n < kSweepIntervalOff) {  // the format 6 header before the sweep interval
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: not an EmberDB database (only %u bytes, too short for a header)",
-        FileName(file_for_errors), n));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: not an EmberDB database (only %u bytes, too short for a header)",
+                        FileName(file_for_errors), n));
   }
   if (absl::Status s = CheckIdentity(first_bytes, file_for_errors); !s.ok()) return s;
   *page_size = util::Get32(first_bytes + kPageSizeOff);

@@ -84,9 +84,8 @@ void SealPage(uint8_t* page, uint32_t page_size) {
 absl::Status VerifyPage(const uint8_t* page, uint32_t page_size, PageNo expected_no,
                         const char* file_for_errors) {
   if (!ValidPageSize(page_size)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("page %u of %s: invalid page size %u", expected_no,
-                        FileName(file_for_errors), page_size));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "page %u of %s: invalid page size %u", expected_no, FileName(file_for_errors), page_size));
   }
   const uint32_t stored = util::Get32(page + hdr::kChecksum);
   // A page allocated but never written reads back as zeros (sparse file, or extended and not
@@ -95,9 +94,9 @@ absl::Status VerifyPage(const uint8_t* page, uint32_t page_size, PageNo expected
 
   const uint32_t computed = ComputeChecksum(page, page_size);
   if (stored != computed) {
-    return absl::DataLossError(absl::StrFormat(
-        "page %u of %s: checksum mismatch (stored 0x%08x, computed 0x%08x)", expected_no,
-        FileName(file_for_errors), stored, computed));
+    return absl::DataLossError(
+        absl::StrFormat("page %u of %s: checksum mismatch (stored 0x%08x, computed 0x%08x)",
+                        expected_no, FileName(file_for_errors), stored, computed));
   }
   const PageNo actual = GetPageNo(page);
   if (actual != expected_no) {

@@ -19,7 +19,9 @@ namespace ember::page {
 constexpr size_t kPipBitmapOffset = 32;
 constexpr uint32_t PagesPerPip(uint32_t page_size) { return (page_size - kPipBitmapOffset) * 8; }
 // The page holding PIP number k.
-constexpr PageNo PipPageNo(uint32_t k, uint32_t page_size) { return k == 0 ? 1 : k * PagesPerPip(page_size); }
+constexpr PageNo PipPageNo(uint32_t k, uint32_t page_size) {
+  return k == 0 ? 1 : k * PagesPerPip(page_size);
+}
 
 // Initialises a PIP covering from `first_page` with every page free except the PIP itself (and,
 // for PIP 0, pages 0 and 1).

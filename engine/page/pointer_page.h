@@ -19,7 +19,7 @@
 namespace ember::page {
 
 enum PpFlag : uint8_t {
-  kPpFull = 0x01,        // the data page has no room for another primary record
+  kPpFull = 0x01,  // the data page has no room for another primary record
   // Every line on the data page is a primary version every snapshot sees, or a fragment of
   // one (set by sweep, cleared before any change; relation_swept.cc).
   kPpSwept = 0x02,

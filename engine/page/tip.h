@@ -17,7 +17,9 @@ namespace ember::page {
 enum class TxnState : uint8_t { kActive = 0, kLimbo = 1, kDead = 2, kCommitted = 3 };
 
 constexpr size_t kTipBitsOffset = 32;
-constexpr uint64_t TxnsPerTip(uint32_t page_size) { return uint64_t{page_size - kTipBitsOffset} * 4; }
+constexpr uint64_t TxnsPerTip(uint32_t page_size) {
+  return uint64_t{page_size - kTipBitsOffset} * 4;
+}
 
 void InitTip(uint8_t* page, uint32_t page_size, PageNo no, uint64_t first_txn);
 uint64_t TipFirstTxn(const uint8_t* page);

@@ -77,8 +77,8 @@ absl::Status ValidateRow(const std::vector<Column>& cols, const Row& row) {
       continue;
     }
     if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat("column ", cols[i].name, " expects ",
-                                                     TypeName(cols[i].type)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("column ", cols[i].name, " expects ", TypeName(cols[i].type)));
     }
   }
   return absl::OkStatus();

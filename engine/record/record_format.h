@@ -28,12 +28,12 @@
 namespace ember::record {
 
 enum RecordFlag : uint8_t {
-  kRecDeleted = 0x01,     // a delete stub: no body
-  kRecDelta = 0x02,       // body is a delta against the newer version
-  kRecFragmented = 0x04,  // the body continues in fragments (frag_page/frag_line)
-  kRecFragment = 0x08,    // this line is a fragment of another record, not a version
-  kRecBackVersion = 0x10, // an older version: not a primary record (scans skip it)
-  kRecBlob = 0x20,        // a BLOB header record (engine/blob), not a version
+  kRecDeleted = 0x01,      // a delete stub: no body
+  kRecDelta = 0x02,        // body is a delta against the newer version
+  kRecFragmented = 0x04,   // the body continues in fragments (frag_page/frag_line)
+  kRecFragment = 0x08,     // this line is a fragment of another record, not a version
+  kRecBackVersion = 0x10,  // an older version: not a primary record (scans skip it)
+  kRecBlob = 0x20,         // a BLOB header record (engine/blob), not a version
 };
 // Lines that are not primary records: scans, record numbers and version walks skip them.
 constexpr uint8_t kRecNotPrimary = kRecBackVersion | kRecFragment | kRecBlob;
@@ -78,8 +78,8 @@ inline bool DecodeHeader(std::string_view rec, RecordHeader* h) {
   p = util::DecodeVarint64(p + 1, end, &word);
   if (p == nullptr) return false;
   h->txn = word >> 1;
-  const size_t need = ((word & 1) ? kRecPointerSize : 0) +
-                      ((h->flags & kRecFragmented) ? kRecPointerSize : 0);
+  const size_t need =
+      ((word & 1) ? kRecPointerSize : 0) + ((h->flags & kRecFragmented) ? kRecPointerSize : 0);
   if (static_cast<size_t>(end - p) < need) return false;
   h->back_page = 0;
   h->back_line = 0;

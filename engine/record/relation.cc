@@ -72,8 +72,7 @@ absl::Status Relation::Load() {
     if (p != page::kNoPage && n != slots_per_pp_) {
       return damaged(absl::DataLossError(
           absl::StrCat("page ", pps.back(), " of ", cache_->file()->path(), ": pointer page ",
-                       pps.size() - 1, " of relation ", id_,
-                       " is not full but has a successor")));
+                       pps.size() - 1, " of relation ", id_, " is not full but has a successor")));
     }
   }
   util::WriterLock g(mu_);
@@ -263,8 +262,8 @@ absl::StatusOr<std::string> Relation::ReadLine(PageNo p, uint16_t line) {
   }
   std::optional<std::string_view> rec = page::DpGet(r->data(), ps_, line);
   if (!rec) {
-    return absl::DataLossError(absl::StrCat("page ", p, " of ", cache_->file()->path(),
-                                            ": line ", line, " is empty or corrupt"));
+    return absl::DataLossError(absl::StrCat("page ", p, " of ", cache_->file()->path(), ": line ",
+                                            line, " is empty or corrupt"));
   }
   return std::string(*rec);
 }
@@ -314,9 +313,9 @@ absl::StatusOr<std::string> Relation::RawBody(const RecordHeader& h, std::string
   return raw;
 }
 
-absl::StatusOr<bool> Relation::ReadChainView(PageNo primary_no, const uint8_t* page,
-                                             uint16_t line, const ReadView& view,
-                                             std::string* scratch, std::string_view* body) {
+absl::StatusOr<bool> Relation::ReadChainView(PageNo primary_no, const uint8_t* page, uint16_t line,
+                                             const ReadView& view, std::string* scratch,
+                                             std::string_view* body) {
   std::optional<std::string_view> first = page::DpGet(page, ps_, line);
   if (!first) return absl::NotFoundError("no such record");
   // Versions on the primary page are read in place (the caller holds its latch, and nothing
@@ -351,7 +350,8 @@ absl::StatusOr<bool> Relation::ReadChainView(PageNo primary_no, const uint8_t* p
     newer_raw = std::move(*raw);
     if (h.back_page == primary_no) {
       std::optional<std::string_view> b = page::DpGet(page, ps_, h.back_line);
-      if (!b) return absl::DataLossError(absl::StrCat("page ", primary_no, ": broken back pointer"));
+      if (!b)
+        return absl::DataLossError(absl::StrCat("page ", primary_no, ": broken back pointer"));
       cur = *b;
     } else {
       absl::StatusOr<std::string> b = ReadLine(h.back_page, h.back_line);
@@ -390,8 +390,8 @@ absl::StatusOr<VisibleVersion> Relation::Read(uint64_t rec, const ReadView& view
   return v;
 }
 
-absl::Status Relation::WalkChain(const PageRef& r, PageNo p, uint16_t line,
-                                 std::string_view first, RecordHeader h, const VersionFn& fn,
+absl::Status Relation::WalkChain(const PageRef& r, PageNo p, uint16_t line, std::string_view first,
+                                 RecordHeader h, const VersionFn& fn,
                                  std::pair<PageNo, uint16_t>* at, bool* stopped) {
   std::string_view cur = first;
   std::string held;
@@ -422,9 +422,9 @@ absl::Status Relation::WalkChain(const PageRef& r, PageNo p, uint16_t line,
     }
     absl::StatusOr<std::string> raw = RawBody(h, cur, newer_raw);
     if (!raw.ok()) {
-      return absl::Status(raw.status().code(), absl::StrCat("page ", here.first, " line ",
-                                                            here.second, ": ",
-                                                            raw.status().message()));
+      return absl::Status(
+          raw.status().code(),
+          absl::StrCat("page ", here.first, " line ", here.second, ": ", raw.status().message()));
     }
     if (at) *at = here;
     if (!fn(h.txn, (h.flags & kRecDeleted) != 0, *raw)) {
@@ -472,13 +472,13 @@ absl::Status Relation::ForEachVersionOnPage(uint32_t seq, const PageVersionFn& f
     return fn(rec, txn, deleted, raw);
   };
   bool stopped = false;
-  return VisitPrimaryLines(seq, [&](const PageRef& ref, uint16_t line,
-                                    const RecordHeader& h) -> absl::Status {
-    if (stopped) return absl::OkStatus();
-    rec = page::MakeRecordNo(seq, line);
-    const std::string_view first = *page::DpGet(ref.data(), ps_, line);
-    return WalkChain(ref, ref.page_no(), line, first, h, one, at, &stopped);
-  });
+  return VisitPrimaryLines(
+      seq, [&](const PageRef& ref, uint16_t line, const RecordHeader& h) -> absl::Status {
+        if (stopped) return absl::OkStatus();
+        rec = page::MakeRecordNo(seq, line);
+        const std::string_view first = *page::DpGet(ref.data(), ps_, line);
+        return WalkChain(ref, ref.page_no(), line, first, h, one, at, &stopped);
+      });
 }
 
 absl::Status Relation::VisitPrimaryLines(uint32_t seq, const PrimaryLineFn& fn) {
@@ -523,9 +523,8 @@ absl::Status Relation::VisitPage(uint32_t seq, const ReadView& view, RecordFn fn
     const uint8_t* data = ref.data();
     if (garbage) {
       const uint64_t cn = tm_->StateOf(h.txn);
-      if (cn == txn::kCnDead ||
-          (txn::IsCommittedCn(cn) && cn <= horizon_cn &&
-           (h.back_page != page::kNoPage || (h.flags & kRecDeleted)))) {
+      if (cn == txn::kCnDead || (txn::IsCommittedCn(cn) && cn <= horizon_cn &&
+                                 (h.back_page != page::kNoPage || (h.flags & kRecDeleted)))) {
         garbage->push_back(page::MakeRecordNo(seq, line));
       }
     }
@@ -638,8 +637,8 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
     const uint8_t* d = r->data();
     if (page::GetType(d) != page::PageType::kData || page::DpRelation(d) != id_ ||
         page::DpSequence(d) != seq) {
-      errors->push_back(absl::StrCat("page ", p, ": expected data page ", seq, " of relation ",
-                                     id_, ", found ", page::PageTypeName(page::GetType(d))));
+      errors->push_back(absl::StrCat("page ", p, ": expected data page ", seq, " of relation ", id_,
+                                     ", found ", page::PageTypeName(page::GetType(d))));
       continue;
     }
     if (std::string e = page::DpCheck(d, ps_); !e.empty()) {
@@ -675,12 +674,12 @@ absl::Status Relation::Check(std::vector<std::string>* errors, std::vector<PageN
       if ((h.flags & kRecBlob) && on_blob) on_blob(p, line, h.txn, rec->substr(h.size()));
       if (h.flags & kRecNotPrimary) continue;
       if (secondary) {
-        errors->push_back(absl::StrCat("page ", p, " line ", line,
-                                       ": primary record on a secondary page"));
+        errors->push_back(
+            absl::StrCat("page ", p, " line ", line, ": primary record on a secondary page"));
         continue;
       }
       const uint64_t rec_no = page::MakeRecordNo(seq, line);
-      r->Release();  // ForEachVersion fetches the page itself
+      r->Release();      // ForEachVersion fetches the page itself
       absl::Status bad;  // what on_version said of the version at `at`
       std::pair<PageNo, uint16_t> at;
       absl::Status s = ForEachVersion(

@@ -72,12 +72,12 @@ struct Unlinked {
 // What garbage collection removed from one record (raw rows, for the index keys to drop).
 struct Collected {
   bool changed = false;
-  bool record_gone = false;            // the record itself was removed (a stub visible to all)
-  bool pending = false;                // versions remain that may become garbage later
-  uint64_t versions = 0;               // versions removed
-  uint64_t bytes = 0;                  // their stored bytes
-  std::vector<std::string> going;      // raw rows of removed versions (stubs omitted)
-  std::vector<std::string> staying;    // raw rows of the versions kept (stubs omitted)
+  bool record_gone = false;          // the record itself was removed (a stub visible to all)
+  bool pending = false;              // versions remain that may become garbage later
+  uint64_t versions = 0;             // versions removed
+  uint64_t bytes = 0;                // their stored bytes
+  std::vector<std::string> going;    // raw rows of removed versions (stubs omitted)
+  std::vector<std::string> staying;  // raw rows of the versions kept (stubs omitted)
   // The pages whose writes unlink what went (kNoPage when unused): the record's page when a dead
   // head was backed out or the record went, and the page where the chain was cut.
   page::PageNo backout_page = page::kNoPage;
@@ -86,14 +86,14 @@ struct Collected {
 
 // Per-table version statistics (Validate-style walk).
 struct VersionStats {
-  uint64_t records = 0;              // primary records
-  uint64_t back_versions = 0;        // versions below a head
-  uint64_t back_version_bytes = 0;   // their stored bytes
-  uint64_t delete_stubs = 0;         // heads that are delete stubs
-  uint64_t dead_heads = 0;           // heads written by rolled-back transactions
+  uint64_t records = 0;             // primary records
+  uint64_t back_versions = 0;       // versions below a head
+  uint64_t back_version_bytes = 0;  // their stored bytes
+  uint64_t delete_stubs = 0;        // heads that are delete stubs
+  uint64_t dead_heads = 0;          // heads written by rolled-back transactions
   uint64_t data_pages = 0;
-  uint64_t garbage_pages = 0;        // pages flagged as holding garbage
-  uint64_t swept_pages = 0;          // pages flagged swept in their pointer-page slots
+  uint64_t garbage_pages = 0;  // pages flagged as holding garbage
+  uint64_t swept_pages = 0;    // pages flagged swept in their pointer-page slots
 };
 
 // Bytes a head version leaves free on its page when it is written: with them, any head can
@@ -112,9 +112,9 @@ constexpr int kMaxChain = 1 << 20;
 // Outcome of an update or delete attempt.
 struct WriteOutcome {
   enum Code { kDone, kWaitFor, kConflict, kNotFound } code = kDone;
-  uint64_t other_txn = 0;  // kWaitFor / kConflict: the transaction in the way
-  std::string old_body;    // kDone: raw body of the version replaced (empty for a stub; over a
-                           // rolled-back version, the committed one under it)
+  uint64_t other_txn = 0;    // kWaitFor / kConflict: the transaction in the way
+  std::string old_body;      // kDone: raw body of the version replaced (empty for a stub; over a
+                             // rolled-back version, the committed one under it)
   bool old_was_own = false;  // kDone: the replaced version was our own (overwritten in place)
   std::string dead_body;     // kDone over a rolled-back version: its raw body (now gone; the
                              // caller drops index entries only it had)
@@ -350,20 +350,18 @@ class Relation {
   // Returns whether a committed head is left (then chain[0]); false ends the collection with
   // `out` as it is (no such record, or an active head left alone).
   absl::StatusOr<bool> BackOutDeadHeads(uint64_t rec, uint64_t mark_txn,
-                                        std::vector<Unlinked>* unlinked,
-                                        const VersionCheck& check, CollectState* c);
+                                        std::vector<Unlinked>* unlinked, const VersionCheck& check,
+                                        CollectState* c);
   // Reads the chain below the head with its raw bodies, to its end, and finds the first version
   // committed at or before `horizon_cn` (the newest one every snapshot sees: `keep`).
-  absl::Status ReadChainToHorizon(uint64_t horizon_cn, const VersionCheck& check,
-                                  CollectState* c);
+  absl::Status ReadChainToHorizon(uint64_t horizon_cn, const VersionCheck& check, CollectState* c);
   // Cuts the chain below chain[keep] (`whole`: removes the record, a delete stub every snapshot
   // sees): the versions on the cut's page go at once, the others are unlinked.
   absl::Status CutChain(bool whole, uint64_t mark_txn, std::vector<Unlinked>* unlinked,
                         CollectState* c);
   // Backout with the primary page latched (Collect and Backout share it).
-  absl::Status BackoutLatched(cache::PageRef& P, page::PageNo pno, uint16_t line,
-                              uint64_t mark_txn, std::vector<Unlinked>* unlinked,
-                              std::string* removed_raw);
+  absl::Status BackoutLatched(cache::PageRef& P, page::PageNo pno, uint16_t line, uint64_t mark_txn,
+                              std::vector<Unlinked>* unlinked, std::string* removed_raw);
   // Stores `rec_bytes` on a secondary page (or on `same_page` if given and it fits).
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreSecondary(
       uint64_t txn, std::string_view rec_bytes, cache::PageRef* primary,
@@ -398,8 +396,8 @@ class Relation {
                                        uint64_t txn, RecordHeader* nh, std::string* nrec);
   // Stores body bytes as a fragment chain on secondary pages; returns the first fragment.
   absl::StatusOr<std::pair<page::PageNo, uint16_t>> StoreFragments(uint64_t txn,
-                                                                    std::string_view bytes,
-                                                                    cache::PageRef* primary);
+                                                                   std::string_view bytes,
+                                                                   cache::PageRef* primary);
   // The inline limit for a head of `full` bytes replacing one of `head_size` bytes on primary
   // page `page`, whose room is its free space once the old head goes (for a head that grows,
   // less kReservePerRecord for each other record): all of it when it fits with kHeadSlack to
@@ -498,7 +496,7 @@ class Relation {
   std::vector<Unlinked> later_ ABSL_GUARDED_BY(later_mu_);  // see FreeLater
   mutable util::Mutex pending_mu_;
   absl::flat_hash_map<uint64_t, uint64_t> pending_free_ ABSL_GUARDED_BY(pending_mu_);  // key -> now
-  absl::flat_hash_map<uint64_t, uint64_t> pending_at_ ABSL_GUARDED_BY(pending_mu_);  // now -> key
+  absl::flat_hash_map<uint64_t, uint64_t> pending_at_ ABSL_GUARDED_BY(pending_mu_);    // now -> key
 };
 
 }  // namespace ember::record

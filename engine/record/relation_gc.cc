@@ -61,8 +61,8 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
     const std::string back = std::move(*b);
     RecordHeader bh;
     if (!DecodeHeader(back, &bh) || !(bh.flags & kRecBackVersion)) {
-      return absl::DataLossError(absl::StrCat("page ", h.back_page, " line ", h.back_line,
-                                              ": expected a back version"));
+      return absl::DataLossError(
+          absl::StrCat("page ", h.back_page, " line ", h.back_line, ": expected a back version"));
     }
     RecordHeader nh = bh;
     nh.flags &= ~(kRecBackVersion | kRecDelta);
@@ -112,8 +112,8 @@ absl::Status Relation::BackoutLatched(PageRef& P, PageNo pno, uint16_t line, uin
         placed = *room;
       }
       if (!placed) {
-        return fail(absl::InternalError(absl::StrCat("page ", pno, " line ", line,
-                                                     ": restored version does not fit")));
+        return fail(absl::InternalError(
+            absl::StrCat("page ", pno, " line ", line, ": restored version does not fit")));
       }
       if (bh.flags & kRecFragmented) unlinked->push_back({pno, bh.frag_page, bh.frag_line, true});
     }
@@ -247,8 +247,8 @@ absl::Status Relation::ReadChainToHorizon(uint64_t horizon_cn, const VersionChec
     chain.push_back(std::move(b));
   }
   // Collecting a looping chain would unlink the same lines twice: report it, as readers do.
-  return absl::DataLossError(absl::StrCat("page ", c->pno, " line ", c->line,
-                                          ": version chain loops"));
+  return absl::DataLossError(
+      absl::StrCat("page ", c->pno, " line ", c->line, ": version chain loops"));
 }
 
 absl::Status Relation::CutChain(bool whole, uint64_t mark_txn, std::vector<Unlinked>* unlinked,
@@ -295,7 +295,8 @@ absl::Status Relation::CutChain(bool whole, uint64_t mark_txn, std::vector<Unlin
     ++out.versions;
     out.bytes += v.rec.size();
     if (!(v.h.flags & kRecDeleted)) out.going.push_back(v.raw);
-    if (v.h.flags & kRecFragmented) unlinked->push_back({cut_page, v.h.frag_page, v.h.frag_line, true});
+    if (v.h.flags & kRecFragmented)
+      unlinked->push_back({cut_page, v.h.frag_page, v.h.frag_line, true});
     if (i == 0) continue;  // the head line itself was deleted above
     if (v.page == cut_page && cut_page == c->pno) {
       page::DpDelete(P.data(), ps_, v.line);
@@ -404,9 +405,9 @@ absl::Status Relation::FreeLine(const Unlinked& u, uint64_t mark_txn) {
     RecordHeader fh;
     const uint8_t want = u.fragments_only ? kRecFragment : kRecBackVersion;
     if (!f || !DecodeHeader(*f, &fh) || !(fh.flags & want)) {
-      return absl::DataLossError(absl::StrCat("page ", p, " line ", line, ": expected ",
-                                              u.fragments_only ? "a record fragment"
-                                                               : "a back version"));
+      return absl::DataLossError(
+          absl::StrCat("page ", p, " line ", line, ": expected ",
+                       u.fragments_only ? "a record fragment" : "a back version"));
     }
     if (!u.fragments_only) {
       util::MutexLock g(pending_mu_);
@@ -449,37 +450,37 @@ absl::Status Relation::GetVersionStats(VersionStats* out) {
     if (pages[seq].flags & page::kPpSecondary) continue;
     // Each chain is walked with its head page latched, as readers do: the collector unlinks
     // back versions only under that page's exclusive latch, so none vanishes mid-walk.
-    absl::Status s = VisitPrimaryLines(seq, [&](const PageRef& ref, uint16_t,
-                                                const RecordHeader& h) {
-      const PageNo p = ref.page_no();
-      const uint8_t* data = ref.data();
-      ++out->records;
-      if (h.flags & kRecDeleted) ++out->delete_stubs;
-      if (tm_->StateOf(h.txn) == txn::kCnDead) ++out->dead_heads;
-      PageNo bp = h.back_page;
-      uint16_t bl = h.back_line;
-      std::string held;
-      for (int hops = 0; bp != page::kNoPage && hops < kMaxChain; ++hops) {
-        std::string_view rec;
-        if (bp == p) {  // on the latched page itself: read in place, never latched twice
-          std::optional<std::string_view> b = page::DpGet(data, ps_, bl);
-          if (!b) return absl::DataLossError(absl::StrCat("page ", p, ": broken back pointer"));
-          rec = *b;
-        } else {
-          absl::StatusOr<std::string> r = ReadLine(bp, bl);
-          if (!r.ok()) return r.status();
-          held = std::move(*r);
-          rec = held;
-        }
-        RecordHeader bh;
-        if (!DecodeHeader(rec, &bh)) return absl::DataLossError("corrupt back version");
-        ++out->back_versions;
-        out->back_version_bytes += rec.size();
-        bp = bh.back_page;
-        bl = bh.back_line;
-      }
-      return absl::OkStatus();
-    });
+    absl::Status s =
+        VisitPrimaryLines(seq, [&](const PageRef& ref, uint16_t, const RecordHeader& h) {
+          const PageNo p = ref.page_no();
+          const uint8_t* data = ref.data();
+          ++out->records;
+          if (h.flags & kRecDeleted) ++out->delete_stubs;
+          if (tm_->StateOf(h.txn) == txn::kCnDead) ++out->dead_heads;
+          PageNo bp = h.back_page;
+          uint16_t bl = h.back_line;
+          std::string held;
+          for (int hops = 0; bp != page::kNoPage && hops < kMaxChain; ++hops) {
+            std::string_view rec;
+            if (bp == p) {  // on the latched page itself: read in place, never latched twice
+              std::optional<std::string_view> b = page::DpGet(data, ps_, bl);
+              if (!b) return absl::DataLossError(absl::StrCat("page ", p, ": broken back pointer"));
+              rec = *b;
+            } else {
+              absl::StatusOr<std::string> r = ReadLine(bp, bl);
+              if (!r.ok()) return r.status();
+              held = std::move(*r);
+              rec = held;
+            }
+            RecordHeader bh;
+            if (!DecodeHeader(rec, &bh)) return absl::DataLossError("corrupt back version");
+            ++out->back_versions;
+            out->back_version_bytes += rec.size();
+            bp = bh.back_page;
+            bl = bh.back_line;
+          }
+          return absl::OkStatus();
+        });
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

@@ -74,14 +74,13 @@ absl::Status Relation::SecondaryIsFull(uint32_t seq, size_t need, uint64_t txn) 
   return absl::OkStatus();
 }
 
-absl::Status Relation::NoteSecondaryRoom(uint32_t seq, PageNo p, uint32_t free,
-                                         uint64_t mark_txn) {
+absl::Status Relation::NoteSecondaryRoom(uint32_t seq, PageNo p, uint32_t free, uint64_t mark_txn) {
   // A quarter page takes most back versions (a head larger than that is usually fragmented):
   // a page with less free stays flagged, so flags do not flip on every line freed.
   if (free < ps_ / 4) return absl::OkStatus();
   const uint64_t e = FastEntry(seq);
-  if (static_cast<PageNo>(e) != p || (static_cast<uint8_t>(e >> 32) & kFullSecondary) !=
-                                         kFullSecondary) {
+  if (static_cast<PageNo>(e) != p ||
+      (static_cast<uint8_t>(e >> 32) & kFullSecondary) != kFullSecondary) {
     return absl::OkStatus();  // not flagged full (or not a secondary page of this relation)
   }
   if (absl::Status s = SetPageFlags(seq, 0, page::kPpFull, mark_txn); !s.ok()) return s;

@@ -147,8 +147,8 @@ absl::StatusOr<uint64_t> Relation::Insert(uint64_t txn, std::string_view raw,
   PageRef held;
   uint32_t held_seq = 0;
   bool dirty = false;
-  absl::StatusOr<uint64_t> rec = InsertOnto(txn, raw, links, stripe.index(), &held, &held_seq,
-                                            &dirty);
+  absl::StatusOr<uint64_t> rec =
+      InsertOnto(txn, raw, links, stripe.index(), &held, &held_seq, &dirty);
   if (dirty) held.Mark(txn);
   return rec;
 }
@@ -162,9 +162,10 @@ absl::Status Relation::InsertBatch(uint64_t txn, std::span<const std::string> ra
   bool dirty = false;  // a page is marked once, when the batch leaves it
   absl::Status s;
   for (size_t i = 0; i < raws.size() && s.ok(); ++i) {
-    absl::StatusOr<uint64_t> rec = InsertOnto(
-        txn, raws[i], i < links.size() ? std::span<const PageNo>(links[i]) : std::span<const PageNo>(),
-        stripe.index(), &held, &held_seq, &dirty);
+    absl::StatusOr<uint64_t> rec =
+        InsertOnto(txn, raws[i],
+                   i < links.size() ? std::span<const PageNo>(links[i]) : std::span<const PageNo>(),
+                   stripe.index(), &held, &held_seq, &dirty);
     s = rec.status();
     if (s.ok()) recs->push_back(*rec);
   }
@@ -556,9 +557,8 @@ absl::Status Repoint(std::string* rec, PageNo page, uint16_t line) {
 }
 }  // namespace
 
-absl::StatusOr<bool> Relation::MakeRoomForHead(PageRef& P, PageNo pno, uint16_t line,
-                                               uint64_t txn, RecordHeader* nh,
-                                               std::string* nrec) {
+absl::StatusOr<bool> Relation::MakeRoomForHead(PageRef& P, PageNo pno, uint16_t line, uint64_t txn,
+                                               RecordHeader* nh, std::string* nrec) {
   struct Loc {
     PageNo page;
     uint16_t line;

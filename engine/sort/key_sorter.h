@@ -9,9 +9,9 @@
 // (the arena's entries plus the records: what a run holds) stays within its limit; when an
 // entry would pass it, the builder sorts what it has and writes it to temp space as a run, so
 // the RAM-disk/disk switch of the temp space applies to sorts. An index build gives each of
-// its W workers sort_memory_limit / W (W at most the limit / 64 KB). Not counted: a spilled run's samples (one key every
-// 64-256 entries), a spill's write buffer (up to 1 MB, while it writes) and the merge's read
-// buffers (see Merger).
+// its W workers sort_memory_limit / W (W at most the limit / 64 KB). Not counted: a spilled run's
+// samples (one key every 64-256 entries), a spill's write buffer (up to 1 MB, while it writes) and
+// the merge's read buffers (see Merger).
 //
 // A Merger merges every run of every builder: Splitters cuts the entries into ranges of about
 // equal size (from samples of each run; one key's duplicates may be cut between ranges), and
@@ -33,10 +33,10 @@ namespace ember::sort {
 
 struct SortStats {
   uint64_t entries = 0;
-  uint64_t runs = 0;          // sorted runs, in memory and spilled
+  uint64_t runs = 0;  // sorted runs, in memory and spilled
   uint64_t spilled_runs = 0;
-  uint64_t spill_bytes = 0;   // bytes of runs written to temp space
-  uint64_t peak_memory = 0;   // arena + records at their largest (Merger: the builders' sum)
+  uint64_t spill_bytes = 0;  // bytes of runs written to temp space
+  uint64_t peak_memory = 0;  // arena + records at their largest (Merger: the builders' sum)
 };
 
 // A place in the (key, value) order: ranges of a merge run from one to the next.
@@ -76,8 +76,8 @@ class RunBuilder {
     uint64_t extent = 0;  // TempSpace offset
     uint64_t bytes = 0;
     uint64_t entries = 0;
-    uint64_t sample_every = 1;     // entries per sample
-    std::vector<Sample> samples;   // entries 0, sample_every, 2 * sample_every, ...
+    uint64_t sample_every = 1;    // entries per sample
+    std::vector<Sample> samples;  // entries 0, sample_every, 2 * sample_every, ...
   };
   [[nodiscard]] absl::Status Spill();
   uint64_t Memory() const { return arena_size_ + recs_size_ * sizeof(PrefixRec); }

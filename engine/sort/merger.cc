@@ -37,10 +37,16 @@ class RunCursor {
   }
   // A spilled run, read in blocks of `block` bytes from byte `from` (an entry's start at or
   // before lo's place); entries starting at or after `check_from` are compared with hi.
-  RunCursor(const io::TempSpace* temp, uint64_t extent, uint64_t bytes, size_t block,
-            uint64_t from, uint64_t check_from, const SplitPoint* hi)
-      : temp_(temp), extent_(extent), bytes_(bytes), pos_(from), check_from_(check_from),
-        hi_(hi), block_(block), buf_(new char[block + kMaxEntryBytes]) {}
+  RunCursor(const io::TempSpace* temp, uint64_t extent, uint64_t bytes, size_t block, uint64_t from,
+            uint64_t check_from, const SplitPoint* hi)
+      : temp_(temp),
+        extent_(extent),
+        bytes_(bytes),
+        pos_(from),
+        check_from_(check_from),
+        hi_(hi),
+        block_(block),
+        buf_(new char[block + kMaxEntryBytes]) {}
 
   // A spilled run: to its first entry >= lo.
   absl::Status SeekSpilled(const SplitPoint* lo) {
@@ -107,7 +113,8 @@ class RunCursor {
     key_ = EntryKey(e);
     value_ = EntryValue(e, key_.size());
     prefix_ = EntryPrefix(e, key_.size());
-    if (hi_ != nullptr && pos_ >= check_from_ && !Below(key_, value_, *hi_)) return absl::OkStatus();
+    if (hi_ != nullptr && pos_ >= check_from_ && !Below(key_, value_, *hi_))
+      return absl::OkStatus();
     off_ += n;
     pos_ += n;
     valid_ = true;
@@ -183,8 +190,8 @@ Merger::Merger(std::vector<RunBuilder*> builders) : builders_(std::move(builders
   }
   // Every builder's range is merged at once in a build: builders x spilled runs buffers.
   const uint64_t buffers = std::max<uint64_t>(1, spilled * builders_.size());
-  read_block_ = static_cast<size_t>(
-      std::clamp<uint64_t>(limits / buffers, kMinReadBlock, kMaxReadBlock));
+  read_block_ =
+      static_cast<size_t>(std::clamp<uint64_t>(limits / buffers, kMinReadBlock, kMaxReadBlock));
 }
 
 std::vector<SplitPoint> Merger::Splitters(int parts) const {
@@ -206,8 +213,9 @@ std::vector<SplitPoint> Merger::Splitters(int parts) const {
     }
     for (const RunBuilder::SpilledRun& r : b->spilled_) {
       for (size_t i = 0; i < r.samples.size(); ++i) {
-        samples.push_back(Weighted{r.samples[i].key, r.samples[i].value,
-                                   std::min<uint64_t>(r.sample_every, r.entries - i * r.sample_every)});
+        samples.push_back(
+            Weighted{r.samples[i].key, r.samples[i].value,
+                     std::min<uint64_t>(r.sample_every, r.entries - i * r.sample_every)});
       }
     }
   }
@@ -248,7 +256,8 @@ absl::Status Merger::MergeRange(const SplitPoint* lo, const SplitPoint* hi,
       };
       const size_t begin = lo == nullptr ? 0 : first_not_below(lo);
       const size_t end = first_not_below(hi);
-      if (begin < end) cursors.push_back(std::make_unique<RunCursor>(b->recs_, b->arena_, begin, end));
+      if (begin < end)
+        cursors.push_back(std::make_unique<RunCursor>(b->recs_, b->arena_, begin, end));
     }
     for (const RunBuilder::SpilledRun& r : b->spilled_) {
       // Start at the last sample below lo (an entry at or above lo may have equal ones before

@@ -53,7 +53,9 @@ void MsdSort(PrefixRec* a, size_t n, int byte) {
     }
     if (byte == 8) return;  // all equal
     const int shift = 56 - 8 * byte;
-    auto digit = [shift](const PrefixRec& r) { return static_cast<size_t>(r.prefix >> shift) & 0xFF; };
+    auto digit = [shift](const PrefixRec& r) {
+      return static_cast<size_t>(r.prefix >> shift) & 0xFF;
+    };
     // 32-bit counts: a run holds fewer than 2^32 records (its arena offsets are 32-bit).
     uint32_t count[256] = {};
     for (size_t i = 0; i < n; ++i) ++count[digit(a[i])];

@@ -42,11 +42,12 @@ RunBuilder::RunBuilder(io::TempSpace* temp, uint64_t memory_limit)
     : temp_(temp), limit_(memory_limit) {
   if (temp_ != nullptr) {
     // A run never holds more than the limit (or one entry larger than it: Grow).
-    arena_cap_ = static_cast<size_t>(
-        std::min(std::max<uint64_t>(limit_, kMaxEntryBytes), kMaxArena));
+    arena_cap_ =
+        static_cast<size_t>(std::min(std::max<uint64_t>(limit_, kMaxEntryBytes), kMaxArena));
     recs_cap_ = static_cast<size_t>(std::max<uint64_t>(limit_ / sizeof(PrefixRec), 1));
     arena_ = static_cast<char*>(util::LargeAlloc(arena_cap_, kArenaAlign));
-    recs_ = static_cast<PrefixRec*>(util::LargeAlloc(recs_cap_ * sizeof(PrefixRec), alignof(PrefixRec)));
+    recs_ = static_cast<PrefixRec*>(
+        util::LargeAlloc(recs_cap_ * sizeof(PrefixRec), alignof(PrefixRec)));
   }
 }
 

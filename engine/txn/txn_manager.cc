@@ -44,7 +44,8 @@ std::atomic<uint64_t>* TxnManager::Slot(uint64_t txn) const {
     chunk = chunks_[c].load(std::memory_order_acquire);
     if (!chunk) {
       chunk = new std::atomic<uint64_t>[kChunkSize];
-      for (uint64_t i = 0; i < kChunkSize; ++i) chunk[i].store(kCnActive, std::memory_order_relaxed);
+      for (uint64_t i = 0; i < kChunkSize; ++i)
+        chunk[i].store(kCnActive, std::memory_order_relaxed);
       self->chunks_[c].store(chunk, std::memory_order_release);
     }
   }
@@ -136,8 +137,10 @@ absl::Status TxnManager::Load(PageNo first_tip, uint64_t oit, uint64_t next) {
   if (next > base_ && next - base_ > kChunks * kChunkSize) {
     // More states than memory has slots for (Slot would return none): a damaged header.
     return absl::DataLossError(absl::StrCat("header of ", cache_->file()->path(),
-                                            ": next transaction ", next, " is more than 2^32 "
-                                            "past the oldest interesting one, ", oit));
+                                            ": next transaction ", next,
+                                            " is more than 2^32 "
+                                            "past the oldest interesting one, ",
+                                            oit));
   }
   next_.store(std::max<uint64_t>(next, base_));
   {
@@ -324,9 +327,9 @@ absl::Status TxnManager::FailCommit(const std::vector<uint64_t>& txns, const abs
     util::MutexLock g(active_mu_);
     in_doubt_.insert(txns.begin(), txns.end());
   }
-  return absl::UnknownError(absl::StrCat("commit in doubt until the database is reopened: ",
-                                         cause.message(), "; then marking it rolled back failed: ",
-                                         s.message()));
+  return absl::UnknownError(
+      absl::StrCat("commit in doubt until the database is reopened: ", cause.message(),
+                   "; then marking it rolled back failed: ", s.message()));
 }
 
 // ---------------------------------------------------------------- waits
@@ -339,8 +342,8 @@ absl::StatusOr<uint64_t> TxnManager::WaitFor(uint64_t self, uint64_t other, int6
     auto it = waits_for_.find(t);
     if (it == waits_for_.end()) break;
     if (it->second == self) {
-      return absl::AbortedError(absl::StrCat("deadlock: transaction ", self, " and ", other,
-                                             " wait for each other"));
+      return absl::AbortedError(
+          absl::StrCat("deadlock: transaction ", self, " and ", other, " wait for each other"));
     }
     t = it->second;
   }
@@ -351,8 +354,8 @@ absl::StatusOr<uint64_t> TxnManager::WaitFor(uint64_t self, uint64_t other, int6
     } else if (wait_cv_.WaitUntil(lk, deadline) == std::cv_status::timeout &&
                StateOf(other) == kCnActive) {
       waits_for_.erase(self);
-      return absl::DeadlineExceededError(absl::StrCat("lock time-out waiting for transaction ",
-                                                      other));
+      return absl::DeadlineExceededError(
+          absl::StrCat("lock time-out waiting for transaction ", other));
     }
   }
   waits_for_.erase(self);

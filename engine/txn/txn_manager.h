@@ -137,8 +137,8 @@ class TxnManager {
   mutable std::atomic<uint64_t> oit_scan_{0};  // where the last OIT scan stopped
   std::atomic<uint64_t> swept_below_{0};       // see SetSweptBelow
   std::atomic<uint64_t> last_cn_{kCnPrehistoric};
-  util::Mutex cn_mu_;  // publication of commit numbers, in order
-  util::Mutex id_mu_;  // id reservation
+  util::Mutex cn_mu_;                              // publication of commit numbers, in order
+  util::Mutex id_mu_;                              // id reservation
   uint64_t reserved_ ABSL_GUARDED_BY(id_mu_) = 0;  // ids below are covered by the header
 
   mutable util::Mutex tip_mu_;

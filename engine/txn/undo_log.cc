@@ -85,8 +85,8 @@ void UndoLog::GrowForStatement(Level& top, size_t image_len) {
   const size_t want = static_cast<size_t>(std::min<uint64_t>(parent, uint64_t{64} * have));
   top.images.reserve(want);
   if (!spilling_) {
-    // The arena by the average image so far (a quarter over), within the memory limit (past it the arena spills
-    // to temp space and the reservation would be wasted).
+    // The arena by the average image so far (a quarter over), within the memory limit (past it the
+    // arena spills to temp space and the reservation would be wasted).
     const uint64_t used = mem_.size() > top.arena_mark ? mem_.size() - top.arena_mark : 0;
     const uint64_t avg = used / have * 5 / 4 + 1;  // some room for longer images
     uint64_t target = mem_.size() + (want - have) * std::max<uint64_t>(avg, image_len);
@@ -233,8 +233,7 @@ absl::StatusOr<UndoActions> UndoLog::PopForRollback() {
   // page accesses sequential.
   std::vector<std::pair<ChunkKey, Chunk>> chunks(top.chunks.begin(), top.chunks.end());
   std::sort(chunks.begin(), chunks.end(), [](const auto& a, const auto& b) {
-    return a.first.table != b.first.table ? a.first.table < b.first.table
-                                          : a.first.hi < b.first.hi;
+    return a.first.table != b.first.table ? a.first.table < b.first.table : a.first.hi < b.first.hi;
   });
   for (const auto& [ck, c] : chunks) {
     for (uint64_t bits = c.has & ~c.img; bits != 0; bits &= bits - 1) {
@@ -256,8 +255,7 @@ absl::StatusOr<UndoActions> UndoLog::PopForRollback() {
   }
   std::sort(out.begin() + static_cast<std::ptrdiff_t>(first_restore), out.end(),
             [](const UndoAction& a, const UndoAction& b) {
-              return a.key.table != b.key.table ? a.key.table < b.key.table
-                                                : a.key.rec < b.key.rec;
+              return a.key.table != b.key.table ? a.key.table < b.key.table : a.key.rec < b.key.rec;
             });
   ArenaTruncate(top.arena_mark);
   Recycle(std::move(top));

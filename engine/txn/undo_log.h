@@ -137,8 +137,8 @@ class UndoLog {
         chunks;
     // In the order taken; see the file comment for stale ones. Large: huge-page memory.
     std::vector<Image, util::LargeAllocator<Image>> images;
-    uint64_t records = 0;       // entries (bits set in `has`)
-    uint64_t arena_mark = 0;    // arena size when the level was pushed
+    uint64_t records = 0;     // entries (bits set in `has`)
+    uint64_t arena_mark = 0;  // arena size when the level was pushed
     // The chunk last looked up: consecutive records share it. Reset whenever `chunks` changes
     // shape (an insert may move every chunk).
     ChunkKey last_key{~0u, ~0ull};
@@ -180,7 +180,7 @@ class UndoLog {
   uint64_t spill_base_ = 0;
   uint64_t spill_size_ = 0;             // bytes used in the temp part
   std::vector<uint64_t> temp_extents_;  // TempSpace offsets
-  std::vector<Level> spare_;  // cleared levels kept for reuse (their capacity)
+  std::vector<Level> spare_;            // cleared levels kept for reuse (their capacity)
   uint64_t peak_arena_ = 0;
   absl::Status lost_;  // an image could not be kept (temp space full): the log is unusable
   uint64_t peak_memory_ = 0;

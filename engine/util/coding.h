@@ -12,9 +12,21 @@ namespace ember::util {
 inline void Put16(void* p, uint16_t v) { std::memcpy(p, &v, 2); }
 inline void Put32(void* p, uint32_t v) { std::memcpy(p, &v, 4); }
 inline void Put64(void* p, uint64_t v) { std::memcpy(p, &v, 8); }
-inline uint16_t Get16(const void* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
-inline uint32_t Get32(const void* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
-inline uint64_t Get64(const void* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
+inline uint16_t Get16(const void* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline uint32_t Get32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint64_t Get64(const void* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
 static_assert(std::endian::native == std::endian::little, "EmberDB assumes a little-endian host");
 
 // LEB128 varints (1-10 bytes). The raw-pointer forms are what page formats use; the string
@@ -78,7 +90,11 @@ inline bool GetVarint64(std::string_view* in, uint64_t* v) {
   return true;
 }
 // Zigzag mapping so small negative numbers encode short.
-inline uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
-inline int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+inline uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+inline int64_t UnZigZag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
 
 }  // namespace ember::util

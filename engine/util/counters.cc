@@ -21,5 +21,4 @@ PageCounters ShardedCounters::Total() const {
   return t;
 }
 
-
 }  // namespace ember::util

@@ -16,13 +16,21 @@ namespace ember::util {
 struct PageCounters {
   uint64_t fetches = 0, marks = 0, reads = 0, writes = 0, dw_writes = 0, cycle_writes = 0;
   PageCounters& operator+=(const PageCounters& o) {
-    fetches += o.fetches; marks += o.marks; reads += o.reads; writes += o.writes;
-    dw_writes += o.dw_writes; cycle_writes += o.cycle_writes;
+    fetches += o.fetches;
+    marks += o.marks;
+    reads += o.reads;
+    writes += o.writes;
+    dw_writes += o.dw_writes;
+    cycle_writes += o.cycle_writes;
     return *this;
   }
   friend PageCounters operator-(PageCounters a, const PageCounters& b) {
-    a.fetches -= b.fetches; a.marks -= b.marks; a.reads -= b.reads; a.writes -= b.writes;
-    a.dw_writes -= b.dw_writes; a.cycle_writes -= b.cycle_writes;
+    a.fetches -= b.fetches;
+    a.marks -= b.marks;
+    a.reads -= b.reads;
+    a.writes -= b.writes;
+    a.dw_writes -= b.dw_writes;
+    a.cycle_writes -= b.cycle_writes;
     return a;
   }
 };

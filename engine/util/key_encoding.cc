@@ -127,9 +127,7 @@ bool SkipKeyColumn(std::string_view* in) {
   KeyColumnType type;
   if (!PeekKeyColumnType(*in, &type)) return false;
   switch (type) {
-    case KeyColumnType::kNull:
-      in->remove_prefix(1);
-      return true;
+    case KeyColumnType::kNull: in->remove_prefix(1); return true;
     case KeyColumnType::kInt64:
     case KeyColumnType::kDouble:
       if (in->size() < 9) return false;

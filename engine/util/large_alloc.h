@@ -10,9 +10,10 @@
 // dynamic mmap threshold) from fresh mappings until the process has freed one that large, and
 // then from its heap: left to malloc, the first image-taking statement over a million records
 // in a fresh process took 80-95 ms against 20-25 ms in a later transaction (4,246 page faults
-// in three transactions, against 936 with this bar). A buffer under 2 MB still takes a whole huge page (the memory
-// of an undo level or two; the rest of a mapping is never touched). Smaller buffers, and every
-// buffer in sanitizer builds (so ASan still sees overflows), come from operator new.
+// in three transactions, against 936 with this bar). A buffer under 2 MB still takes a whole huge
+// page (the memory of an undo level or two; the rest of a mapping is never touched). Smaller
+// buffers, and every buffer in sanitizer builds (so ASan still sees overflows), come from operator
+// new.
 #pragma once
 #include <cstddef>
 #include <new>

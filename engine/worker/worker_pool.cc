@@ -15,8 +15,8 @@ struct Task {
   util::CondVar left;  // a helper left the task
   absl::Status first_error ABSL_GUARDED_BY(mu);
   // Guarded by the pool's mu_ (an annotation here cannot name the pool's member).
-  int want = 0;    // helpers still welcome
-  int joined = 0;  // helpers that came (1..)
+  int want = 0;                        // helpers still welcome
+  int joined = 0;                      // helpers that came (1..)
   int inside ABSL_GUARDED_BY(mu) = 0;  // helpers working on it now
 };
 

@@ -70,7 +70,7 @@ class WorkerPool {
   const int max_workers_;
   const std::chrono::milliseconds idle_timeout_;
   mutable util::Mutex mu_;
-  util::CondVar cv_;  // work queued, or stop
+  util::CondVar cv_;                              // work queued, or stop
   std::deque<Task*> queue_ ABSL_GUARDED_BY(mu_);  // tasks that want more workers
   std::list<Thread> threads_ ABSL_GUARDED_BY(mu_);
   int idle_ ABSL_GUARDED_BY(mu_) = 0;  // threads waiting for work

@@ -40,8 +40,8 @@ struct BackupResult {
 };
 
 struct RestoreOptions {
-  int workers = 0;      // 0: Options::parallel_workers; capped by max_parallel_workers
-  bool replace = false; // replace an existing database file (else AlreadyExists)
+  int workers = 0;       // 0: Options::parallel_workers; capped by max_parallel_workers
+  bool replace = false;  // replace an existing database file (else AlreadyExists)
   // Every index restored inactive: its definition kept, no tree built (gbak -i). Gets the rows
   // back when an index cannot be built; Database::SetIndexActive builds it later.
   bool deactivate_indexes = false;
@@ -83,7 +83,6 @@ struct RestoreResult {
 // for bad options, or the I/O error. With `strict`, an index that cannot be built:
 // AlreadyExists (duplicate key) or InvalidArgument (key too long), naming the index.
 absl::StatusOr<RestoreResult> Restore(const std::string& backup, const std::string& path,
-                                      const Options& options,
-                                      const RestoreOptions& restore = {});
+                                      const Options& options, const RestoreOptions& restore = {});
 
 }  // namespace ember

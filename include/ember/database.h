@@ -32,9 +32,9 @@ struct SweepOptions {
 
 struct ValidationReport {
   uint64_t pages_checked = 0;
-  uint64_t records = 0;        // record versions seen
+  uint64_t records = 0;  // record versions seen
   uint64_t index_entries = 0;
-  std::vector<std::string> errors;         // each names the page (and line / key)
+  std::vector<std::string> errors;          // each names the page (and line / key)
   std::vector<uint32_t> unreachable_pages;  // allocated but referenced by nothing
   // Stored BLOBs no record version names, written by a transaction that is no longer active:
   // what a crash between storing a BLOB and writing its record leaves. Not an error.

@@ -14,13 +14,13 @@ enum class GcPolicy { kCooperative, kBackground, kCombined };
 
 struct Options {
   // --- creating and opening
-  bool create_if_missing = false;   // create the file when it does not exist
-  bool error_if_exists = false;     // with create_if_missing: fail if the file exists
-  uint32_t page_size = 8192;        // PageSize: 4096..32768, a power of two; fixed at create
+  bool create_if_missing = false;  // create the file when it does not exist
+  bool error_if_exists = false;    // with create_if_missing: fail if the file exists
+  uint32_t page_size = 8192;       // PageSize: 4096..32768, a power of two; fixed at create
   // --- cache and durability
-  uint32_t cache_pages = 2048;      // DefaultDbCachePages: buffer cache size in pages (>= 16)
-  bool forced_writes = true;        // ForcedWrites: fsync at commit (off: the OS decides)
-  bool use_io_uring = true;         // batch page writes through io_uring when available
+  uint32_t cache_pages = 2048;  // DefaultDbCachePages: buffer cache size in pages (>= 16)
+  bool forced_writes = true;    // ForcedWrites: fsync at commit (off: the OS decides)
+  bool use_io_uring = true;     // batch page writes through io_uring when available
   // Doublewrite: torn-page protection. A page overwritten in place is first copied into the
   // doublewrite area of the file (synced with forced writes), so a write torn by a crash or a
   // power loss is repaired at the next open. Turn off only on a file system that writes a whole
@@ -39,19 +39,19 @@ struct Options {
   uint64_t temp_cache_limit = 64ull << 20;    // TempCacheLimit in bytes
   int blob_temp_space = 1;                    // BlobTempSpace: 0, 1 or 2 (architecture.md)
   // --- workers and garbage collection
-  int parallel_workers = 1;                   // ParallelWorkers
-  int max_parallel_workers = 1;               // MaxParallelWorkers (up to 64)
+  int parallel_workers = 1;      // ParallelWorkers
+  int max_parallel_workers = 1;  // MaxParallelWorkers (up to 64)
   // WorkerIdleTimeout (seconds in the file): a worker thread ends after this long unused.
   uint64_t worker_idle_timeout_ms = 60000;
-  GcPolicy gc_policy = GcPolicy::kCombined;   // GCPolicy
+  GcPolicy gc_policy = GcPolicy::kCombined;  // GCPolicy
   // --- savepoints
-  bool no_savepoint = false;                  // every transaction without an undo log
+  bool no_savepoint = false;  // every transaction without an undo log
   // SortMemoryLimit: memory an index build's sort holds (its workers together) before it
   // writes sorted runs to temp space (at least 64 KB). Each worker sorts in an equal share of
   // at least 64 KB: below 64 KB per worker, the build runs on fewer workers.
   uint64_t sort_memory_limit = 64ull << 20;
-  uint64_t undo_memory_limit = 64ull << 20;   // UndoMemoryLimit: before-images in memory per
-                                              // transaction before they spill to temp space
+  uint64_t undo_memory_limit = 64ull << 20;  // UndoMemoryLimit: before-images in memory per
+                                             // transaction before they spill to temp space
   // SweepInterval: the automatic sweep starts when the oldest snapshot is this many
   // transactions past the oldest interesting one (0: never). The database keeps its own value
   // in the header page, as Firebird does (20000 at create; Database::SetSweepInterval and
@@ -60,8 +60,8 @@ struct Options {
   std::optional<uint64_t> sweep_interval;
   // --- lock table. Not in effect yet: the lock table is in-process, and these size the shared
   // one planned; they are read from a config file and checked, and change nothing.
-  uint32_t lock_hash_slots = 8191;            // LockHashSlots
-  uint64_t lock_mem_size = 1ull << 20;        // LockMemSize
+  uint32_t lock_hash_slots = 8191;      // LockHashSlots
+  uint64_t lock_mem_size = 1ull << 20;  // LockMemSize
 
   // Reads a Firebird-style file over these defaults. Unknown names and bad values are
   // InvalidArgument errors naming the file and line.

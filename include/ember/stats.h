@@ -36,10 +36,10 @@ struct DatabaseStats {
   uint64_t temp_bytes_on_disk = 0;    // temp space spilled to files
   uint64_t temp_spills = 0;           // spill blocks created
   // Garbage collection since open.
-  uint64_t gc_versions_removed = 0;   // back versions and dead versions removed
-  uint64_t gc_records_removed = 0;    // deleted records removed entirely
+  uint64_t gc_versions_removed = 0;  // back versions and dead versions removed
+  uint64_t gc_records_removed = 0;   // deleted records removed entirely
   uint64_t gc_index_entries_removed = 0;
-  uint64_t gc_pages_queued = 0;       // data pages waiting for (or in) the background collector
+  uint64_t gc_pages_queued = 0;  // data pages waiting for (or in) the background collector
   // Sweeps since open (Database::Sweep and automatic ones), and how many of them the sweep
   // interval started (sweep_interval below).
   uint64_t sweeps = 0;
@@ -68,7 +68,7 @@ struct TableStats {
   uint64_t back_versions = 0;       // older versions kept behind the newest ones
   uint64_t back_version_bytes = 0;  // their stored bytes
   uint64_t delete_stubs = 0;
-  uint64_t dead_versions = 0;       // newest versions written by rolled-back transactions
+  uint64_t dead_versions = 0;  // newest versions written by rolled-back transactions
   uint64_t data_pages = 0;
   uint64_t pages_with_garbage = 0;  // flagged as possibly holding garbage
   uint64_t swept_pages = 0;         // flagged swept: a sweep skips them (docs/format.md)
@@ -77,15 +77,15 @@ struct TableStats {
 // What Database::Sweep did.
 struct SweepResult {
   int workers = 0;
-  uint64_t pages_visited = 0;          // primary data pages read (the catalog's included)
-  uint64_t pages_skipped = 0;          // data pages skipped as swept (flagged by a sweep)
+  uint64_t pages_visited = 0;  // primary data pages read (the catalog's included)
+  uint64_t pages_skipped = 0;  // data pages skipped as swept (flagged by a sweep)
   // Data pages this sweep flagged swept (in their pointer-page slots): the next sweep skips
   // them unless they change.
   uint64_t pages_flagged = 0;
-  uint64_t versions_removed = 0;       // back versions, dead versions and delete stubs
-  uint64_t records_removed = 0;        // records that went whole (a delete everyone sees)
+  uint64_t versions_removed = 0;  // back versions, dead versions and delete stubs
+  uint64_t records_removed = 0;   // records that went whole (a delete everyone sees)
   uint64_t index_entries_removed = 0;
-  uint64_t blobs_removed = 0;          // stored BLOBs only removed versions named
+  uint64_t blobs_removed = 0;  // stored BLOBs only removed versions named
   // Records whose garbage a snapshot older than it still needed: kept for a later sweep or
   // collection.
   uint64_t records_kept = 0;
@@ -98,31 +98,31 @@ struct SweepResult {
 // created on an empty table, or since changed by writes, is not recounted (`built` false for
 // the former).
 struct IndexStats {
-  bool built = false;           // a bulk build ran (the figures below are its)
-  uint64_t entries = 0;         // index entries (one per key of each non-dead version)
-  uint64_t distinct_keys = 0;   // distinct key values among them
+  bool built = false;          // a bulk build ran (the figures below are its)
+  uint64_t entries = 0;        // index entries (one per key of each non-dead version)
+  uint64_t distinct_keys = 0;  // distinct key values among them
   uint64_t leaf_pages = 0;
   uint64_t internal_pages = 0;
-  uint32_t depth = 0;           // levels, the leaves included
-  int workers = 0;              // workers the build ran on
+  uint32_t depth = 0;  // levels, the leaves included
+  int workers = 0;     // workers the build ran on
   // Its phases: reading the table (scan), sorting the workers' runs (sort), merging key ranges
   // while writing their leaves (merge), linking the ranges and building the levels above
   // (finish).
   double scan_seconds = 0, sort_seconds = 0, merge_seconds = 0, finish_seconds = 0;
-  uint64_t sort_runs = 0;          // sorted runs (one per worker, more when the memory filled)
-  uint64_t spill_bytes = 0;        // bytes of runs written to temp space
-  uint64_t sort_peak_memory = 0;   // bytes the sort held at most, all workers together
-                                   // (within sort_memory_limit)
+  uint64_t sort_runs = 0;         // sorted runs (one per worker, more when the memory filled)
+  uint64_t spill_bytes = 0;       // bytes of runs written to temp space
+  uint64_t sort_peak_memory = 0;  // bytes the sort held at most, all workers together
+                                  // (within sort_memory_limit)
 };
 
 // A transaction's undo log (Transaction::undo_stats). The database hands an ended
 // transaction's log, with the memory it grew, to a later transaction (up to 128 MB each, two
 // logs), so memory_bytes may start above zero.
 struct UndoLogStats {
-  uint64_t records = 0;             // entries over all savepoints now
-  uint64_t memory_bytes = 0;        // hash and image slots and arena bytes the log holds now
+  uint64_t records = 0;       // entries over all savepoints now
+  uint64_t memory_bytes = 0;  // hash and image slots and arena bytes the log holds now
   uint64_t peak_memory_bytes = 0;
-  uint64_t spilled_bytes = 0;       // before-images in temp space now
+  uint64_t spilled_bytes = 0;  // before-images in temp space now
   uint64_t peak_spilled_bytes = 0;
 };
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <string_view>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"

@@ -29,7 +29,8 @@ std::vector<std::string> Content(Database* db, const std::string& table) {
     for (size_t c = 0; c < row.size(); ++c) {
       if (const BlobId* b = std::get_if<BlobId>(&row[c])) {
         const std::string bytes = ReadAll(txn.get(), *b);
-        s += "blob:" + std::to_string(bytes.size()) + ":" + std::to_string(std::hash<std::string>()(bytes));
+        s += "blob:" + std::to_string(bytes.size()) + ":" +
+             std::to_string(std::hash<std::string>()(bytes));
       } else if (const std::string* str = std::get_if<std::string>(&row[c])) {
         s += "s:" + std::to_string(str->size()) + ":" +
              std::to_string(std::hash<std::string>()(*str));
@@ -91,12 +92,12 @@ constexpr uint32_t kFillPageSize = 4096;
 // strings).
 void Fill(Database* db) {
   Table t = VALUE_OR_FAIL(db->CreateTable({"t",
-                                          {{"id", ColumnType::kInt64, false},
-                                           {"d", ColumnType::kDouble},
-                                           {"s", ColumnType::kString},
-                                           {"b", ColumnType::kBytes},
-                                           {"blob", ColumnType::kBlob},
-                                           {"zblob", ColumnType::kBlob, true, 3}}}));
+                                           {{"id", ColumnType::kInt64, false},
+                                            {"d", ColumnType::kDouble},
+                                            {"s", ColumnType::kString},
+                                            {"b", ColumnType::kBytes},
+                                            {"blob", ColumnType::kBlob},
+                                            {"zblob", ColumnType::kBlob, true, 3}}}));
   VALUE_OR_FAIL(db->CreateTable({"empty", {{"x", ColumnType::kInt64}}}));
   // Made while the table is empty, deactivated before the rows they would refuse go in.
   REQUIRE_OK(db->CreateIndex({"t_b", "t", {"b"}, true}));
@@ -107,18 +108,20 @@ void Fill(Database* db) {
   const std::vector<size_t> sizes = BlobSizes(kFillPageSize);
   const std::vector<size_t> zsizes = CompressedBlobSizes();
   for (int64_t i = 0; i < 400; ++i) {
-    Row r{i, i % 7 == 0 ? Value{} : Value{i * 0.5 - 3.25},
+    Row r{i,
+          i % 7 == 0 ? Value{} : Value{i * 0.5 - 3.25},
           i % 5 == 0 ? Value{} : Value{std::string(i % 3 == 0 ? 5000 : 10, 'a' + i % 26)},
           i % 11 == 0 ? Value{} : Value{Bytes(static_cast<size_t>(i % 40), i)},
-          Value{}, Value{}};
+          Value{},
+          Value{}};
     // Each size once, then small ones.
     const size_t k = static_cast<size_t>(i / 4);
     if (i % 4 == 0) {
       r[4] = StoreBlob(txn.get(), Bytes(k < sizes.size() ? sizes[k] : k % 300, i + 1000));
     }
     if (i % 6 == 0) {
-      const size_t n = static_cast<size_t>(i / 6) < zsizes.size() ? zsizes[i / 6]
-                                                                   : static_cast<size_t>(i) * 300;
+      const size_t n =
+          static_cast<size_t>(i / 6) < zsizes.size() ? zsizes[i / 6] : static_cast<size_t>(i) * 300;
       auto w = VALUE_OR_FAIL(txn->CreateBlob(t, "zblob"));
       // Half random (stored about as long), half repeated (compressed small).
       REQUIRE_OK(w->Write(Bytes(n / 2, i)));
@@ -129,8 +132,8 @@ void Fill(Database* db) {
   }
   // Extremes.
   REQUIRE_OK(txn->Insert(t, {INT64_MIN, -0.0, std::string(), std::string(), Value{}, Value{}}));
-  REQUIRE_OK(txn->Insert(t, {INT64_MAX, 1e308, std::string("\0x\0", 3), std::string("\xff"),
-                             Value{}, Value{}}));
+  REQUIRE_OK(txn->Insert(
+      t, {INT64_MAX, 1e308, std::string("\0x\0", 3), std::string("\xff"), Value{}, Value{}}));
   REQUIRE_OK(txn->Commit());
   REQUIRE_OK(db->CreateIndex({"t_id", "t", {"id"}, true}));
   REQUIRE_OK(db->CreateIndex({"t_s", "t", {"d", "id"}, false}));
@@ -218,8 +221,8 @@ TEST_CASE("backup and restore round trip every column type, BLOBs and page sizes
     CHECK(br.blob_bytes >= blob_bytes);
     CHECK(br.bytes == std::filesystem::file_size(bak));
     // Every page size on one worker; the parallel restore into the default page size.
-    for (uint32_t ps : workers == 1 ? std::vector<uint32_t>{4096, 8192, 32768}
-                                    : std::vector<uint32_t>{8192}) {
+    for (uint32_t ps :
+         workers == 1 ? std::vector<uint32_t>{4096, 8192, 32768} : std::vector<uint32_t>{8192}) {
       INFO("workers " << workers << " page size " << ps);
       const std::string path = tmp.File("r" + std::to_string(ps) + "-" + std::to_string(workers));
       Options o = CreateOptions(ps, 256);
@@ -247,9 +250,9 @@ TEST_CASE("backup and restore round trip every column type, BLOBs and page sizes
       auto hit = VALUE_OR_FAIL(txn->Lookup(ix, {int64_t{17}}));
       REQUIRE(hit.has_value());
       CHECK(std::get<int64_t>(hit->second[0]) == 17);
-      CHECK(IsError(txn->Insert(t, {int64_t{17}, Value{}, Value{}, Value{}, Value{}, Value{}})
-                        .status(),
-                    absl::StatusCode::kAlreadyExists));
+      CHECK(IsError(
+          txn->Insert(t, {int64_t{17}, Value{}, Value{}, Value{}, Value{}, Value{}}).status(),
+          absl::StatusCode::kAlreadyExists));
       for (const char* name : {"t_s", "t_b", "t_long"}) {
         INFO("index " << name);
         Index inactive = VALUE_OR_FAIL(r->GetIndex(name));
@@ -259,8 +262,7 @@ TEST_CASE("backup and restore round trip every column type, BLOBs and page sizes
       REQUIRE_OK(txn->Rollback());
       // t_s builds once asked; t_b still meets its duplicates.
       REQUIRE_OK(r->SetIndexActive("t_s", true));
-      CHECK(IsError(r->SetIndexActive("t_b", true), absl::StatusCode::kAlreadyExists,
-                    "(b)=(x'')"));
+      CHECK(IsError(r->SetIndexActive("t_b", true), absl::StatusCode::kAlreadyExists, "(b)=(x'')"));
       REQUIRE_OK(r->Close());
     }
   }
@@ -308,8 +310,8 @@ TEST_CASE("a truncated or damaged backup is refused and leaves no database",
   };
   // Cut anywhere: in the file header, in a frame header, in a payload, before the end frame.
   std::mt19937_64 rng(7);
-  for (size_t cut : {size_t{0}, size_t{10}, size_t{40}, good.size() / 2, good.size() - 1,
-                     good.size() - 40}) {
+  for (size_t cut :
+       {size_t{0}, size_t{10}, size_t{40}, good.size() / 2, good.size() - 1, good.size() - 40}) {
     expect_refused(good.substr(0, cut), "cut at " + std::to_string(cut));
   }
   for (int i = 0; i < 12; ++i) {
@@ -321,9 +323,10 @@ TEST_CASE("a truncated or damaged backup is refused and leaves no database",
   // A whole frame left out: the sequence numbers tell.
   {
     const size_t first_frame = 32;  // the file header's size
-    const uint32_t stored = static_cast<uint32_t>(static_cast<uint8_t>(good[first_frame + 16])) |
-                            static_cast<uint32_t>(static_cast<uint8_t>(good[first_frame + 17])) << 8 |
-                            static_cast<uint32_t>(static_cast<uint8_t>(good[first_frame + 18])) << 16;
+    const uint32_t stored =
+        static_cast<uint32_t>(static_cast<uint8_t>(good[first_frame + 16])) |
+        static_cast<uint32_t>(static_cast<uint8_t>(good[first_frame + 17])) << 8 |
+        static_cast<uint32_t>(static_cast<uint8_t>(good[first_frame + 18])) << 16;
     const size_t second = first_frame + 32 + stored;
     const uint32_t stored2 = static_cast<uint32_t>(static_cast<uint8_t>(good[second + 16])) |
                              static_cast<uint32_t>(static_cast<uint8_t>(good[second + 17])) << 8 |
@@ -342,8 +345,10 @@ TEST_CASE("a backup under concurrent writers holds exactly one snapshot", "[back
   Options o = CreateOptions(4096, 512);
   o.max_parallel_workers = 4;
   auto db = OpenOrFail(tmp.path(), o);
-  Table t = VALUE_OR_FAIL(db->CreateTable(
-      {"g", {{"id", ColumnType::kInt64, false}, {"gen", ColumnType::kInt64}, {"pad", ColumnType::kString}}}));
+  Table t = VALUE_OR_FAIL(db->CreateTable({"g",
+                                           {{"id", ColumnType::kInt64, false},
+                                            {"gen", ColumnType::kInt64},
+                                            {"pad", ColumnType::kString}}}));
   constexpr int kRows = 3000;
   std::vector<RecordId> ids;
   {
@@ -360,13 +365,25 @@ TEST_CASE("a backup under concurrent writers holds exactly one snapshot", "[back
   std::thread writer([&] {
     for (int64_t gen = 1; !stop.load(); ++gen) {
       auto txn = db->Begin();
-      if (!txn.ok()) { writer_error = txn.status().ToString(); writer_failed = true; return; }
+      if (!txn.ok()) {
+        writer_error = txn.status().ToString();
+        writer_failed = true;
+        return;
+      }
       for (int64_t i = 0; i < kRows; ++i) {
         absl::Status s = (*txn)->Update(t, ids[static_cast<size_t>(i)],
                                         {i, gen, std::string(40 + gen % 7, 'p')});
-        if (!s.ok()) { writer_error = s.ToString(); writer_failed = true; return; }
+        if (!s.ok()) {
+          writer_error = s.ToString();
+          writer_failed = true;
+          return;
+        }
       }
-      if (absl::Status s = (*txn)->Commit(); !s.ok()) { writer_error = s.ToString(); writer_failed = true; return; }
+      if (absl::Status s = (*txn)->Commit(); !s.ok()) {
+        writer_error = s.ToString();
+        writer_failed = true;
+        return;
+      }
       committed.store(gen);
     }
   });

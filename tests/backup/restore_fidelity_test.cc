@@ -43,9 +43,9 @@ TEST_CASE("a BLOB of zero bytes is the empty BLOB: stored, read, swept, backed u
   TempDb tmp;
   auto db = OpenOrFail(tmp.path(), CreateOptions());
   Table t = VALUE_OR_FAIL(db->CreateTable({"docs",
-                                          {{"id", ColumnType::kInt64, false},
-                                           {"body", ColumnType::kBlob},
-                                           {"zbody", ColumnType::kBlob, true, 3}}}));
+                                           {{"id", ColumnType::kInt64, false},
+                                            {"body", ColumnType::kBlob},
+                                            {"zbody", ColumnType::kBlob, true, 3}}}));
   {
     auto txn = VALUE_OR_FAIL(db->Begin());
     // Five ways to a BLOB of no bytes: a writer never written to, an empty write into a
@@ -131,9 +131,9 @@ TEST_CASE("zero-length BLOB records an earlier build stored read as the empty BL
   auto db = OpenOrFail(tmp.path(), CreateOptions(4096));
   static_cast<db::DatabaseImpl*>(db.get())->TEST_store_empty_blobs = true;
   Table t = VALUE_OR_FAIL(db->CreateTable({"docs",
-                                          {{"id", ColumnType::kInt64, false},
-                                           {"body", ColumnType::kBlob},
-                                           {"zbody", ColumnType::kBlob, true, 3}}}));
+                                           {{"id", ColumnType::kInt64, false},
+                                            {"body", ColumnType::kBlob},
+                                            {"zbody", ColumnType::kBlob, true, 3}}}));
   {
     auto txn = VALUE_OR_FAIL(db->Begin());
     for (int64_t i = 0; i < 4; ++i) {
@@ -211,8 +211,8 @@ TEST_CASE("zero-length BLOB records an earlier build stored read as the empty BL
 // empty BLOB (id 0) in body and NULL in zbody.
 TEST_CASE("a backup an earlier build wrote with zero-length BLOBs restores", "[backup][blob]") {
   TempDb tmp;
-  const std::string bak = std::string(EMBER_TEST_SOURCE_DIR) +
-                          "/backup/data/zero-length-blobs-v1.ebk";
+  const std::string bak =
+      std::string(EMBER_TEST_SOURCE_DIR) + "/backup/data/zero-length-blobs-v1.ebk";
   const uint32_t ps = GENERATE(4096u, 8192u);
   const int workers = GENERATE(1, 2);
   INFO("page size " << ps << ", workers " << workers);
@@ -242,9 +242,9 @@ TEST_CASE("a backup an earlier build wrote with zero-length BLOBs restores", "[b
 // unique.
 void FillRefusedKeys(Database* db) {
   Table t = VALUE_OR_FAIL(db->CreateTable({"t",
-                                          {{"id", ColumnType::kInt64, false},
-                                           {"k", ColumnType::kInt64},
-                                           {"s", ColumnType::kString}}}));
+                                           {{"id", ColumnType::kInt64, false},
+                                            {"k", ColumnType::kInt64},
+                                            {"s", ColumnType::kString}}}));
   REQUIRE_OK(db->CreateIndex({"t_id", "t", {"id"}, true}));
   REQUIRE_OK(db->CreateIndex({"t_k", "t", {"k"}, true}));
   REQUIRE_OK(db->CreateIndex({"t_s", "t", {"s"}, false}));
@@ -330,13 +330,14 @@ TEST_CASE("deactivate_indexes restores every index inactive", "[backup]") {
 
 // A key that fits at 8 KB pages but not at 4 KB: the backup is good, the restore at 4 KB
 // cannot build the index.
-TEST_CASE("an active index that cannot be built is left inactive with a warning, or fails "
-          "under strict",
-          "[backup]") {
+TEST_CASE(
+    "an active index that cannot be built is left inactive with a warning, or fails "
+    "under strict",
+    "[backup]") {
   TempDb tmp;
   auto db = OpenOrFail(tmp.path(), CreateOptions(8192));
-  Table t = VALUE_OR_FAIL(db->CreateTable(
-      {"t", {{"id", ColumnType::kInt64, false}, {"s", ColumnType::kString}}}));
+  Table t = VALUE_OR_FAIL(
+      db->CreateTable({"t", {{"id", ColumnType::kInt64, false}, {"s", ColumnType::kString}}}));
   REQUIRE_OK(db->CreateIndex({"t_id", "t", {"id"}, true}));
   REQUIRE_OK(db->CreateIndex({"t_s", "t", {"s"}, false}));
   auto txn = VALUE_OR_FAIL(db->Begin());
@@ -383,11 +384,11 @@ TEST_CASE("duplicate-key errors print the key as column values", "[index][unique
   TempDb tmp;
   auto db = OpenOrFail(tmp.path(), CreateOptions());
   Table t = VALUE_OR_FAIL(db->CreateTable({"p",
-                                          {{"id", ColumnType::kInt64, false},
-                                           {"u", ColumnType::kInt64},
-                                           {"name", ColumnType::kString},
-                                           {"d", ColumnType::kDouble},
-                                           {"raw", ColumnType::kBytes}}}));
+                                           {{"id", ColumnType::kInt64, false},
+                                            {"u", ColumnType::kInt64},
+                                            {"name", ColumnType::kString},
+                                            {"d", ColumnType::kDouble},
+                                            {"raw", ColumnType::kBytes}}}));
   const std::string long_name = std::string(100, 'n') + "\x01'\\";
   {
     auto txn = VALUE_OR_FAIL(db->Begin());
@@ -417,8 +418,7 @@ TEST_CASE("duplicate-key errors print the key as column values", "[index][unique
           std::string::npos);
   }
   {
-    absl::Status s =
-        db->CreateIndex({"p_u2", "p", {"u"}, true}, by_inserts).status();
+    absl::Status s = db->CreateIndex({"p_u2", "p", {"u"}, true}, by_inserts).status();
     INFO(s.ToString());
     CHECK(IsError(s, absl::StatusCode::kAlreadyExists, "(u)=(123456789)"));
   }
@@ -440,8 +440,8 @@ TEST_CASE("duplicate-key errors print the key as column values", "[index][unique
   CHECK(IsError(ins, absl::StatusCode::kAlreadyExists, "(u)=(-5)"));
   const RecordId bob =
       VALUE_OR_FAIL(txn->Insert(t, {int64_t{9}, int64_t{9}, std::string("bob"), 1.0, Value{}}));
-  absl::Status upd = txn->Update(t, bob, {int64_t{9}, int64_t{9}, std::string("it's \x01"),
-                                          1.0, Value{}});
+  absl::Status upd =
+      txn->Update(t, bob, {int64_t{9}, int64_t{9}, std::string("it's \x01"), 1.0, Value{}});
   CHECK(upd.ok());
   upd = txn->Update(t, bob, {int64_t{9}, int64_t{9}, std::string("alice"), 1.0, Value{}});
   INFO(upd.ToString());
@@ -449,16 +449,15 @@ TEST_CASE("duplicate-key errors print the key as column values", "[index][unique
   REQUIRE_OK(txn->Commit());
   // The escapes: a quote, a control byte.
   auto txn2 = VALUE_OR_FAIL(db->Begin());
-  absl::Status esc = txn2->Insert(t, {int64_t{10}, int64_t{10}, std::string("it's \x01"), 1.0,
-                                      Value{}}).status();
+  absl::Status esc =
+      txn2->Insert(t, {int64_t{10}, int64_t{10}, std::string("it's \x01"), 1.0, Value{}}).status();
   INFO(esc.ToString());
   CHECK(IsError(esc, absl::StatusCode::kAlreadyExists, "(name)=('it\\'s \\001')"));
   REQUIRE_OK(txn2->Rollback());
   REQUIRE_OK(db->Close());
 }
 
-TEST_CASE("sort_memory_limit holds for a build on several workers together",
-          "[index_build]") {
+TEST_CASE("sort_memory_limit holds for a build on several workers together", "[index_build]") {
   const int workers = GENERATE(1, 2, 3, 4);
   const uint64_t limit = GENERATE(uint64_t{64} << 10, uint64_t{160} << 10);
   INFO(workers << " workers, limit " << limit);
@@ -467,8 +466,8 @@ TEST_CASE("sort_memory_limit holds for a build on several workers together",
   o.sort_memory_limit = limit;
   o.max_parallel_workers = 4;
   auto db = OpenOrFail(tmp.path(), o);
-  Table t = VALUE_OR_FAIL(db->CreateTable(
-      {"t", {{"id", ColumnType::kInt64, false}, {"s", ColumnType::kString}}}));
+  Table t = VALUE_OR_FAIL(
+      db->CreateTable({"t", {{"id", ColumnType::kInt64, false}, {"s", ColumnType::kString}}}));
   auto txn = VALUE_OR_FAIL(db->Begin());
   for (int64_t i = 0; i < 20000; ++i) {
     REQUIRE_OK(txn->Insert(t, {i, absl::StrCat("key-", (i * 7919) % 20000, "-padding")}));

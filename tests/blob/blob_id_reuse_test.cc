@@ -3,7 +3,6 @@
 // the first BLOB, the new one must still read as itself, not as the first one (the transaction
 // keeps decoded headers by id). The model test (tests/db/model_test.cc) covers this at random.
 #include <catch2/catch.hpp>
-
 #include <memory>
 #include <string>
 
@@ -26,15 +25,14 @@ std::string ReadWhole(Transaction* t, BlobId id) {
   return out;
 }
 
-TEST_CASE("blob: an id freed by a savepoint rollback and reused reads as the new BLOB",
-          "[blob]") {
+TEST_CASE("blob: an id freed by a savepoint rollback and reused reads as the new BLOB", "[blob]") {
   const bool empty_first = GENERATE(false, true);
   const bool statement = GENERATE(false, true);  // undone by a failed statement instead
   CAPTURE(empty_first, statement);
   testing::TempDb tmp;
   std::unique_ptr<Database> db = testing::OpenOrFail(tmp.path(), testing::CreateOptions(4096, 64));
-  const Table t = VALUE_OR_FAIL(db->CreateTable(
-      {"x", {{"id", ColumnType::kInt64, false}, {"b", ColumnType::kBlob}}}));
+  const Table t = VALUE_OR_FAIL(
+      db->CreateTable({"x", {{"id", ColumnType::kInt64, false}, {"b", ColumnType::kBlob}}}));
   std::unique_ptr<Transaction> w = VALUE_OR_FAIL(db->Begin());
   BlobId a{};
   REQUIRE_OK(w->Append(&a, std::string(3000, 'a')));

@@ -4,7 +4,6 @@
 // through its undo log or without one; and no BLOB goes while a version or an undo image that
 // can come back still names it.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -132,7 +131,7 @@ TEST_CASE("blob lifetime: an undo image keeps its BLOBs until it can no longer c
   REQUIRE_OK(t->Savepoint("b"));
   REQUIRE_OK(t->Update(files, id, FileRow(t.get(), 1, 3)));  // drops version 2's BLOBs
   REQUIRE_OK(t->Update(files, id, FileRow(t.get(), 1, 4)));  // drops version 3's
-  REQUIRE_OK(t->RollbackToSavepoint("b"));                     // version 2 is back
+  REQUIRE_OK(t->RollbackToSavepoint("b"));                   // version 2 is back
   RequireSeen(t.get(), files, 1, 2);
   REQUIRE_OK(t->Update(files, id, FileRow(t.get(), 1, 5)));
   REQUIRE_OK(t->ReleaseSavepoint("b"));  // the image of version 2 goes with it

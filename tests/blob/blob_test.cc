@@ -3,9 +3,8 @@
 // where temporary BLOBs live under blob_temp_space 0/1/2 (and spilling), rollback and
 // transaction end, Validate, concurrent readers, a full temp directory, and a crash in the middle
 // of writing a BLOB.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -74,8 +73,8 @@ TEST_CASE("blob: round trips at every level boundary and page-size edge", "[blob
         const std::string data = Pattern(i + ps, sizes[i]);
         const BlobId temp = WriteBlob(t.get(), data);
         REQUIRE_BYTES(ReadAll(t.get(), temp), data);  // the temporary BLOB reads back
-        const RecordId rid = VALUE_OR_FAIL(
-            t->Insert(docs, Row{int64_t(i), std::string("blob ") + std::to_string(sizes[i]), temp}));
+        const RecordId rid = VALUE_OR_FAIL(t->Insert(
+            docs, Row{int64_t(i), std::string("blob ") + std::to_string(sizes[i]), temp}));
         // The row holds the stored BLOB now; the temporary one is gone.
         std::optional<Row> row = VALUE_OR_FAIL(t->Get(docs, rid));
         REQUIRE(row.has_value());
@@ -154,7 +153,7 @@ void CheckSeeks(Transaction* t, BlobId id, const std::string& expected, uint32_t
   }
   for (int i = 0; i < 300; ++i) {
     const uint64_t pos = size == 0 ? 0 : rng() % (size + 1);
-    const size_t lens[] = {1, 7, 100, static_cast<size_t>(cap), static_cast<size_t>(3 * cap + 5),
+    const size_t lens[] = {1,    7, 100, static_cast<size_t>(cap), static_cast<size_t>(3 * cap + 5),
                            65536};
     read_at(pos, lens[rng() % std::size(lens)]);
   }
@@ -193,7 +192,7 @@ TEST_CASE("blob: random Seek and Read against the expected bytes", "[blob]") {
   SECTION("temporary BLOBs in pages and in temp space, then stored ones") {
     for (size_t i = 0; i < sizes.size(); ++i) {
       CAPTURE(sizes[i]);
-      const BlobId paged = WriteBlob(t.get(), data[i]);       // mode 1: database pages
+      const BlobId paged = WriteBlob(t.get(), data[i]);  // mode 1: database pages
       CheckSeeks(t.get(), paged, data[i], ps, rng);
       const BlobId in_temp = VALUE_OR_FAIL(t->Concat(paged, BlobId{}));  // temp space
       CheckSeeks(t.get(), in_temp, data[i], ps, rng);
@@ -359,8 +358,7 @@ TEST_CASE("blob: Concat and Append semantics", "[blob]") {
 
 // ---------------------------------------------------------------- blob_temp_space modes
 
-TEST_CASE("blob: Concat chains in temp space share extents and stay independent",
-          "[blob]") {
+TEST_CASE("blob: Concat chains in temp space share extents and stay independent", "[blob]") {
   // b = Concat(b, piece) keeps every intermediate BLOB valid. In temp space they share extents,
   // so the whole chain takes space linear in the final size; appending to any of them (in place
   // past the end of a shared extent, or in a new one) never changes another.
@@ -682,16 +680,16 @@ TEST_CASE("blob: Validate is clean with BLOBs of every level, and after reopen",
   const uint64_t cap = page::BlobPageCapacity(ps);
   Scratch tdb;
   Options o = BlobOptions(ps, mode, 64);
-  const std::vector<uint64_t> sizes = {0, 1, ps / 4, ps / 4 + 1, cap, 5 * cap, 512 * cap,
-                                       512 * cap + 1};
+  const std::vector<uint64_t> sizes = {0,   1,       ps / 4,    ps / 4 + 1,
+                                       cap, 5 * cap, 512 * cap, 512 * cap + 1};
   {
     std::unique_ptr<Database> db = OpenOrFail(tdb.path(), o);
     Table docs = VALUE_OR_FAIL(db->CreateTable(DocsSchema()));
     std::unique_ptr<Transaction> t = VALUE_OR_FAIL(db->Begin());
     std::vector<RecordId> ids;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      ids.push_back(VALUE_OR_FAIL(
-          t->Insert(docs, Row{int64_t(i), std::monostate{}, WriteBlob(t.get(), Pattern(i, sizes[i]))})));
+      ids.push_back(VALUE_OR_FAIL(t->Insert(
+          docs, Row{int64_t(i), std::monostate{}, WriteBlob(t.get(), Pattern(i, sizes[i]))})));
       // And an engine-made one of each size.
       const BlobId made = VALUE_OR_FAIL(t->Concat(BlobId{}, Pattern(50 + i, sizes[i])));
       VALUE_OR_FAIL(t->Insert(docs, Row{int64_t(100 + i), std::monostate{}, made}));
@@ -700,13 +698,14 @@ TEST_CASE("blob: Validate is clean with BLOBs of every level, and after reopen",
     RequireCleanValidate(db.get());
     // Updates to new BLOBs, a delete, and a rolled-back insert of a level-2 BLOB.
     std::unique_ptr<Transaction> t2 = VALUE_OR_FAIL(db->Begin());
-    REQUIRE_OK(t2->Update(docs, ids[1], Row{int64_t(1), std::string("u"),
-                                             WriteBlob(t2.get(), Pattern(77, 3 * cap))}));
+    REQUIRE_OK(
+        t2->Update(docs, ids[1],
+                   Row{int64_t(1), std::string("u"), WriteBlob(t2.get(), Pattern(77, 3 * cap))}));
     REQUIRE_OK(t2->Delete(docs, ids[5]));
     REQUIRE_OK(t2->Commit());
     std::unique_ptr<Transaction> t3 = VALUE_OR_FAIL(db->Begin());
-    VALUE_OR_FAIL(
-        t3->Insert(docs, Row{int64_t(1000), std::monostate{}, WriteBlob(t3.get(), Pattern(78, 600 * cap))}));
+    VALUE_OR_FAIL(t3->Insert(
+        docs, Row{int64_t(1000), std::monostate{}, WriteBlob(t3.get(), Pattern(78, 600 * cap))}));
     REQUIRE_OK(t3->Rollback());
     RequireCleanValidate(db.get());
     REQUIRE_OK(db->Close());
@@ -737,8 +736,8 @@ bool StoredOutOfLine(Database* d, const Table& table, RecordId rec, size_t col) 
   internal::TableState* t = Impl(d)->TableById(table.id());
   REQUIRE(t != nullptr);
   bool out_of_line = false;
-  REQUIRE_OK(t->relation->ForEachVersion(
-      rec.value, [&](uint64_t, bool deleted, std::string_view raw) {
+  REQUIRE_OK(
+      t->relation->ForEachVersion(rec.value, [&](uint64_t, bool deleted, std::string_view raw) {
         Row row;
         REQUIRE_FALSE(deleted);
         REQUIRE_OK(record::DecodeRow(raw, t->schema.columns.size(), &row));
@@ -759,13 +758,13 @@ TEST_CASE("blob: long string and bytes values are stored out of line and read ba
                             {"name", ColumnType::kString, true},
                             {"data", ColumnType::kBytes, true}}};
   // Sizes around the threshold and up to several MB (level-2 BLOBs).
-  const std::vector<size_t> sizes = {0, threshold - 1, threshold, threshold + 1, 3 * ps,
-                                     600 * ps};
+  const std::vector<size_t> sizes = {0, threshold - 1, threshold, threshold + 1, 3 * ps, 600 * ps};
   std::vector<RecordId> ids;
   {
     std::unique_ptr<Database> db = OpenOrFail(tdb.path(), o);
     Table files = VALUE_OR_FAIL(db->CreateTable(schema));
-    Index by_name = VALUE_OR_FAIL(db->CreateIndex(IndexSchema{"by_name", "files", {"name"}, false}));
+    Index by_name =
+        VALUE_OR_FAIL(db->CreateIndex(IndexSchema{"by_name", "files", {"name"}, false}));
     std::unique_ptr<Transaction> t = VALUE_OR_FAIL(db->Begin());
     for (size_t i = 0; i < sizes.size(); ++i) {
       ids.push_back(VALUE_OR_FAIL(t->Insert(
@@ -786,7 +785,8 @@ TEST_CASE("blob: long string and bytes values are stored out of line and read ba
     // An update changing only the short column keeps the long value; one replacing the long
     // value stores the new one.
     std::unique_ptr<Transaction> t2 = VALUE_OR_FAIL(db->Begin());
-    REQUIRE_OK(t2->Update(files, ids[4], Row{int64_t(4), std::string("renamed"), Pattern(4, sizes[4])}));
+    REQUIRE_OK(
+        t2->Update(files, ids[4], Row{int64_t(4), std::string("renamed"), Pattern(4, sizes[4])}));
     REQUIRE_OK(t2->Update(files, ids[5], Row{int64_t(5), std::string("f5"), Pattern(99, 2 * ps)}));
     REQUIRE_OK(t2->Commit());
     // A long string in an indexed column is refused by the index (too long a key), not spilled
@@ -838,16 +838,16 @@ TEST_CASE("blob: space of deleted and replaced BLOBs is reused after garbage col
                             {"body", ColumnType::kBlob, true}}};
   Table files = VALUE_OR_FAIL(db->CreateTable(schema));
   const size_t n = 12, size = 300 * 1024;  // level-2 BLOBs at 4 KiB pages
-  std::vector<uint64_t> pages;               // file size in pages after each round's store
+  std::vector<uint64_t> pages;             // file size in pages after each round's store
   for (int round = 0; round < 4; ++round) {
     CAPTURE(round);
     std::vector<RecordId> ids;
     {
       std::unique_ptr<Transaction> t = VALUE_OR_FAIL(db->Begin());
       for (size_t i = 0; i < n; ++i) {
-        ids.push_back(VALUE_OR_FAIL(t->Insert(
-            files, Row{int64_t(i), Pattern(round * 100 + i, size),
-                       WriteBlob(t.get(), Pattern(round * 100 + 50 + i, size))})));
+        ids.push_back(VALUE_OR_FAIL(
+            t->Insert(files, Row{int64_t(i), Pattern(round * 100 + i, size),
+                                 WriteBlob(t.get(), Pattern(round * 100 + 50 + i, size))})));
       }
       REQUIRE_OK(t->Commit());
     }
@@ -911,8 +911,8 @@ TEST_CASE("blob: updates keep, copy and free BLOBs so that every row reads its o
     REQUIRE_BYTES(ReadAll(t.get(), FindBody(t.get(), docs, 2)), Pattern(1, size));
     // Replacing the BLOB, with a snapshot still reading the old one.
     std::unique_ptr<Transaction> reader = VALUE_OR_FAIL(db->Begin());
-    REQUIRE_OK(t->Update(docs, a, Row{int64_t(1), std::string("a3"),
-                                      WriteBlob(t.get(), Pattern(3, size))}));
+    REQUIRE_OK(t->Update(docs, a,
+                         Row{int64_t(1), std::string("a3"), WriteBlob(t.get(), Pattern(3, size))}));
     REQUIRE_OK(t->Commit());
     REQUIRE_OK(db->CollectGarbage());
     REQUIRE_BYTES(ReadAll(reader.get(), FindBody(reader.get(), docs, 1)), Pattern(1, size));
@@ -944,8 +944,8 @@ TEST_CASE("blob: rolled-back inserts and savepoints give their BLOB pages back",
     std::unique_ptr<Transaction> t = VALUE_OR_FAIL(db->Begin());
     REQUIRE_OK(t->Savepoint("s"));
     for (int i = 0; i < 5; ++i) {
-      VALUE_OR_FAIL(t->Insert(docs, Row{int64_t(i), std::string(5000, 'x'),
-                                        WriteBlob(t.get(), Pattern(i, size))}));
+      VALUE_OR_FAIL(t->Insert(
+          docs, Row{int64_t(i), std::string(5000, 'x'), WriteBlob(t.get(), Pattern(i, size))}));
     }
     REQUIRE_OK(t->RollbackToSavepoint("s"));
     for (int i = 0; i < 5; ++i) {
@@ -972,7 +972,8 @@ TEST_CASE("blob: concurrent readers with random seeks get the right bytes", "[bl
   {
     std::unique_ptr<Transaction> t = VALUE_OR_FAIL(db->Begin());
     for (size_t i = 0; i < data.size(); ++i) {
-      VALUE_OR_FAIL(t->Insert(docs, Row{int64_t(i), std::monostate{}, WriteBlob(t.get(), data[i])}));
+      VALUE_OR_FAIL(
+          t->Insert(docs, Row{int64_t(i), std::monostate{}, WriteBlob(t.get(), data[i])}));
     }
     REQUIRE_OK(t->Commit());
   }
@@ -1117,7 +1118,8 @@ TEST_CASE("blob: a crash in the middle of writing a BLOB", "[blob]") {
     Table docs = VALUE_OR_FAIL(d->CreateTable(DocsSchema()));
     {
       std::unique_ptr<Transaction> t = VALUE_OR_FAIL(d->Begin(TransactionOptions{}));
-      VALUE_OR_FAIL(t->Insert(docs, Row{int64_t(1), std::monostate{}, WriteBlob(t.get(), committed)}));
+      VALUE_OR_FAIL(
+          t->Insert(docs, Row{int64_t(1), std::monostate{}, WriteBlob(t.get(), committed)}));
       VALUE_OR_FAIL(t->Insert(docs, Row{int64_t(2), std::monostate{}, WriteBlob(t.get(), small)}));
       REQUIRE_OK(t->Commit());
     }
@@ -1130,7 +1132,8 @@ TEST_CASE("blob: a crash in the middle of writing a BLOB", "[blob]") {
     REQUIRE(ff->writes() > writes_before);  // the small cache pushed BLOB pages to the file
     if (other_commit) {
       std::unique_ptr<Transaction> t3 = VALUE_OR_FAIL(d->Begin(TransactionOptions{}));
-      VALUE_OR_FAIL(t3->Insert(docs, Row{int64_t(3), std::monostate{}, WriteBlob(t3.get(), small)}));
+      VALUE_OR_FAIL(
+          t3->Insert(docs, Row{int64_t(3), std::monostate{}, WriteBlob(t3.get(), small)}));
       REQUIRE_OK(t3->Commit());
     }
     d->TEST_SimulateCrash();

@@ -2,12 +2,13 @@
 // pages, counters, per-transaction flushes, careful-write precedence (order and syncs, chains,
 // cycles, eviction under pressure, frames reused during a flush), pinned-out caches, concurrent
 // latching, and page allocation over the PIPs.
-#include <catch2/catch.hpp>
+#include "engine/cache/buffer_cache.h"
 
 #include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
-#include <atomic>
 #include <map>
 #include <random>
 #include <set>
@@ -15,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
 #include "engine/page/doublewrite_page.h"
 #include "engine/page/pip.h"
@@ -34,12 +34,12 @@ using page::PageNo;
 using testing::CheckBefore;
 using testing::CheckPage;
 using testing::FillPage;
-using testing::TestDb;
 using testing::kPs;
 using testing::kTsan;
 using testing::MakePage;
 using testing::Opts;
 using testing::RewritePage;
+using testing::TestDb;
 using testing::WritesOf;
 
 namespace {
@@ -89,8 +89,7 @@ TEST_CASE("cache: FetchNew on a recycled frame gives zeros", "[cache]") {
   }
 }
 
-TEST_CASE("cache: a 16-frame cache over hundreds of pages keeps every page's contents",
-          "[cache]") {
+TEST_CASE("cache: a 16-frame cache over hundreds of pages keeps every page's contents", "[cache]") {
   TestDb db(Opts(16));
   BufferCache& c = db.cache();
   constexpr PageNo kFirst = 2, kEnd = 302;
@@ -166,9 +165,10 @@ TEST_CASE("cache: dirty pages are written when evicted and by FlushAll, once eac
   CHECK(db.file().events().size() == n);
 }
 
-TEST_CASE("cache: a corrupt page is DataLoss naming it, a page past the end is OutOfRange, and "
-          "the cache keeps working",
-          "[cache]") {
+TEST_CASE(
+    "cache: a corrupt page is DataLoss naming it, a page past the end is OutOfRange, and "
+    "the cache keeps working",
+    "[cache]") {
   TestDb db(Opts(16), /*init_pip=*/false);
   for (PageNo p = 2; p < 10; ++p) MakePage(db.cache(), p, p);
   REQUIRE_OK(db.cache().FlushAll());
@@ -206,9 +206,10 @@ TEST_CASE("cache: a corrupt page is DataLoss naming it, a page past the end is O
   CHECK(absl::IsDataLoss(db.cache().Fetch(7, LatchMode::kShared).status()));
 }
 
-TEST_CASE("cache: Prefetch reads runs of pages in one read each, keeps resident pages, and "
-          "leaves bad pages to Fetch",
-          "[cache]") {
+TEST_CASE(
+    "cache: Prefetch reads runs of pages in one read each, keeps resident pages, and "
+    "leaves bad pages to Fetch",
+    "[cache]") {
   TestDb db(Opts(256), /*init_pip=*/false);
   for (PageNo p = 2; p < 60; ++p) MakePage(db.cache(), p, p);
   REQUIRE_OK(db.cache().FlushAll());
@@ -293,10 +294,10 @@ TEST_CASE("cache: counters count exactly what happened, per database and per thr
       r.Mark(7);  // mark 2
     }
     { PageRef r = VALUE_OR_FAIL(c.Fetch(3, LatchMode::kShared)); }  // fetch 2, a hit
-    REQUIRE_OK(c.FlushAll());                                        // write 1
-    REQUIRE_OK(c.FlushAll());                                        // nothing
+    REQUIRE_OK(c.FlushAll());                                       // write 1
+    REQUIRE_OK(c.FlushAll());                                       // nothing
     c.DiscardAll();
-    { PageRef r = VALUE_OR_FAIL(c.Fetch(3, LatchMode::kShared)); }  // fetch 3, read 1
+    { PageRef r = VALUE_OR_FAIL(c.Fetch(3, LatchMode::kShared)); }         // fetch 3, read 1
     CHECK(absl::IsOutOfRange(c.Fetch(999, LatchMode::kShared).status()));  // fetch 4, no read
   }
   const util::PageCounters db_total = c.counters();
@@ -364,7 +365,10 @@ TEST_CASE("cache: FlushTxns writes the transaction's pages and their dirty prere
       REQUIRE_OK(c.AddPrecedence(x, 5));
       x.Mark(1);
     }
-    { PageRef v = VALUE_OR_FAIL(c.Fetch(7, LatchMode::kExclusive)); v.Mark(1); }
+    {
+      PageRef v = VALUE_OR_FAIL(c.Fetch(7, LatchMode::kExclusive));
+      v.Mark(1);
+    }
     db.file().ClearEvents();
 
     REQUIRE_OK(c.FlushTxns(std::vector<uint64_t>{1}));
@@ -392,9 +396,10 @@ TEST_CASE("cache: FlushTxns writes the transaction's pages and their dirty prere
   }
 }
 
-TEST_CASE("cache: precedence: A is written before B by FlushAll and FlushTxns, along chains, "
-          "with a sync between levels",
-          "[cache]") {
+TEST_CASE(
+    "cache: precedence: A is written before B by FlushAll and FlushTxns, along chains, "
+    "with a sync between levels",
+    "[cache]") {
   for (bool forced : {false, true}) {
     for (bool by_txn : {false, true}) {
       INFO("forced_writes " << forced << ", FlushTxns " << by_txn);
@@ -529,9 +534,10 @@ TEST_CASE("cache: eviction succeeds when every dirty page depends on one hot pag
   }
 }
 
-TEST_CASE("cache: with forced writes, a page whose prerequisite was written by an eviction "
-          "follows it only after a sync",
-          "[cache]") {
+TEST_CASE(
+    "cache: with forced writes, a page whose prerequisite was written by an eviction "
+    "follows it only after a sync",
+    "[cache]") {
   TestDb db(Opts(16, /*forced=*/true), /*init_pip=*/false);
   BufferCache& c = db.cache();
   MakePage(c, 2, 2);  // A
@@ -554,9 +560,10 @@ TEST_CASE("cache: with forced writes, a page whose prerequisite was written by a
   CHECK(CheckBefore(ev, 2, 3, /*need_sync=*/true) == "");
 }
 
-TEST_CASE("cache: a frame reused while a flush waits between levels is not written out of "
-          "order",
-          "[cache]") {
+TEST_CASE(
+    "cache: a frame reused while a flush waits between levels is not written out of "
+    "order",
+    "[cache]") {
   TestDb db(Opts(16, /*forced=*/true), /*init_pip=*/false);
   BufferCache& c = db.cache();
   constexpr PageNo kA = 2, kB = 3, kQ = 20, kR = 21;
@@ -615,8 +622,7 @@ TEST_CASE("cache: a frame reused while a flush waits between levels is not writt
         "");
 }
 
-TEST_CASE("cache: a precedence cycle is broken by writing at once, in the right order",
-          "[cache]") {
+TEST_CASE("cache: a precedence cycle is broken by writing at once, in the right order", "[cache]") {
   for (bool forced : {false, true}) {
     INFO("forced_writes " << forced);
     TestDb db(Opts(32, forced), /*init_pip=*/false);
@@ -650,7 +656,8 @@ TEST_CASE("cache: a precedence cycle is broken by writing at once, in the right 
     const std::vector<testing::IoEvent> ev = db.file().events();
     INFO(testing::Describe(ev));
     // A's new version goes out after B's.
-    const int a3 = testing::FirstWrite(ev, kA, 0, [](const testing::IoEvent& e) { return e.stamp == 3; });
+    const int a3 =
+        testing::FirstWrite(ev, kA, 0, [](const testing::IoEvent& e) { return e.stamp == 3; });
     const int b2 = testing::FirstWrite(ev, kB);
     REQUIRE(a3 >= 0);
     REQUIRE(b2 >= 0);
@@ -743,9 +750,10 @@ TEST_CASE("cache: an eviction waits for the frames another thread is writing ins
   for (auto [p, stamp] : expect) CHECK(ReadCheck(c, p, stamp) == "");
 }
 
-TEST_CASE("cache: when the disk fails and no frame can be evicted, the error is the disk's, "
-          "not \"all pinned\"",
-          "[cache]") {
+TEST_CASE(
+    "cache: when the disk fails and no frame can be evicted, the error is the disk's, "
+    "not \"all pinned\"",
+    "[cache]") {
   // Every dirty frame depends on one hot page that stays pinned, so the only way to free a frame
   // is the cleaner writing the hot page first. When those writes fail, the evictor must report
   // the I/O error that stopped it: "all pinned" would send the user looking for a pin leak.
@@ -821,13 +829,19 @@ TEST_CASE("cache: 4 threads latching random pages through a 32-frame cache", "[c
         const int what = static_cast<int>(rng() % 100);
         if (what < 50) {
           absl::StatusOr<PageRef> r = c.Fetch(p, LatchMode::kShared);
-          if (!r.ok()) { fail(std::string(r.status().ToString())); continue; }
+          if (!r.ok()) {
+            fail(std::string(r.status().ToString()));
+            continue;
+          }
           if (page::GetPageNo(r->data()) != p || testing::GetStamp(r->data()) != p) {
             fail(absl::StrCat("page ", p, " holds another page's bytes"));
           }
         } else if (what < 90) {
           absl::StatusOr<PageRef> r = c.Fetch(p, LatchMode::kExclusive);
-          if (!r.ok()) { fail(std::string(r.status().ToString())); continue; }
+          if (!r.ok()) {
+            fail(std::string(r.status().ToString()));
+            continue;
+          }
           bump(*r);
           r->Mark(t + 1);
           ++mine;
@@ -835,9 +849,15 @@ TEST_CASE("cache: 4 threads latching random pages through a 32-frame cache", "[c
           const PageNo q = kFirst + rng() % kPages;
           if (q == p) continue;
           absl::StatusOr<PageRef> a = c.Fetch(std::min(p, q), LatchMode::kExclusive);
-          if (!a.ok()) { fail(std::string(a.status().ToString())); continue; }
+          if (!a.ok()) {
+            fail(std::string(a.status().ToString()));
+            continue;
+          }
           absl::StatusOr<PageRef> b = c.Fetch(std::max(p, q), LatchMode::kExclusive);
-          if (!b.ok()) { fail(std::string(b.status().ToString())); continue; }
+          if (!b.ok()) {
+            fail(std::string(b.status().ToString()));
+            continue;
+          }
           bump(*a);
           bump(*b);
           a->Mark(t + 1);
@@ -932,9 +952,10 @@ TEST_CASE("page space: Allocate gives distinct zeroed pages, Free and IsFree", "
   CHECK(VALUE_OR_FAIL(again.Allocate(1)).page_no() == count);
 }
 
-TEST_CASE("page space: AllocateRun gives aligned runs of free pages, single pages fill the "
-          "holes below, the PIP state survives a reopen",
-          "[cache]") {
+TEST_CASE(
+    "page space: AllocateRun gives aligned runs of free pages, single pages fill the "
+    "holes below, the PIP state survives a reopen",
+    "[cache]") {
   TestDb db(Opts(256));
   BufferCache& c = db.cache();
   PageSpace space(&c, 2);
@@ -995,9 +1016,10 @@ TEST_CASE("page space: AllocateRun gives aligned runs of free pages, single page
   CHECK(VALUE_OR_FAIL(again.AllocateRun(1, 8)) == run8 + 8);
 }
 
-TEST_CASE("page space: a page allocated from a PIP goes out no earlier than the PIP, and a page "
-          "linking to it only after both (and a sync)",
-          "[cache]") {
+TEST_CASE(
+    "page space: a page allocated from a PIP goes out no earlier than the PIP, and a page "
+    "linking to it only after both (and a sync)",
+    "[cache]") {
   for (bool forced : {false, true}) {
     TestDb db(Opts(64, forced));
     BufferCache& c = db.cache();
@@ -1048,8 +1070,9 @@ TEST_CASE("page space: allocation goes on past the first PIP", "[cache]") {
   for (uint32_t i = 0; i < kPer - kFirstFree; ++i, ++expect) {
     absl::StatusOr<PageRef> r = space.Allocate(1);
     if (!r.ok() || r->page_no() != expect) {
-      FAIL("allocation " << i << ": " << (r.ok() ? std::to_string(r->page_no())
-                                                  : std::string(r.status().ToString())));
+      FAIL("allocation " << i << ": "
+                         << (r.ok() ? std::to_string(r->page_no())
+                                    : std::string(r.status().ToString())));
     }
   }
   // The next one creates PIP 1 at page 32512 and returns the page after it.

@@ -15,9 +15,8 @@
 //   point on (a dead disk), then DropUnsynced() leaves what the last sync made durable.
 // - process crash (SIGKILL, no forced writes): every completed write is on disk, nothing else.
 // In every image, no page reachable from the root may link to a child version that is not there.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <map>
 #include <memory>
@@ -45,12 +44,12 @@ using cache::PageRef;
 using page::PageNo;
 using testing::CheckBefore;
 using testing::FillPage;
-using testing::TestDb;
 using testing::kPs;
 using testing::kTsan;
 using testing::MakePage;
 using testing::Opts;
 using testing::Syncs;
+using testing::TestDb;
 using testing::WritesOf;
 
 namespace {
@@ -367,9 +366,10 @@ std::string CheckModel(io::File* file, const std::map<PageNo, Node>& model) {
 
 // ---------------------------------------------------------------- the rules, one at a time
 
-TEST_CASE("careful write: a fresh page shares its prerequisite's batch, the page linking to it "
-          "follows both after a sync",
-          "[cache]") {
+TEST_CASE(
+    "careful write: a fresh page shares its prerequisite's batch, the page linking to it "
+    "follows both after a sync",
+    "[cache]") {
   for (bool forced : {false, true}) {
     INFO("forced_writes " << forced);
     TestDb db(Opts(64, forced), /*init_pip=*/false);
@@ -409,9 +409,10 @@ TEST_CASE("careful write: a fresh page shares its prerequisite's batch, the page
   }
 }
 
-TEST_CASE("careful write: a page made by FetchNew(kPlaced) is not fresh: its prerequisite goes "
-          "out first, synced",
-          "[cache]") {
+TEST_CASE(
+    "careful write: a page made by FetchNew(kPlaced) is not fresh: its prerequisite goes "
+    "out first, synced",
+    "[cache]") {
   TestDb db(Opts(64, /*forced=*/true), /*init_pip=*/false);
   BufferCache& c = db.cache();
   MakePage(c, 10, 1);
@@ -493,7 +494,7 @@ TEST_CASE("careful write: an edge to a page written by an eviction but not yet s
   MakePage(c, kA, 1);
   {
     PageRef b = VALUE_OR_FAIL(c.Fetch(kB, LatchMode::kShared));  // keep B resident
-    for (PageNo p = 100; p < 140; ++p) MakePage(c, p, p);  // A (oldest) is evicted
+    for (PageNo p = 100; p < 140; ++p) MakePage(c, p, p);        // A (oldest) is evicted
   }
   std::vector<testing::IoEvent> ev = db.file().events();
   REQUIRE(WritesOf(ev, kA) == 1);
@@ -511,9 +512,10 @@ TEST_CASE("careful write: an edge to a page written by an eviction but not yet s
   CHECK(CheckBefore(ev, kA, kB, /*need_sync=*/true) == "");
 }
 
-TEST_CASE("careful write: sync epochs: a prerequisite another flush already synced costs no "
-          "second sync",
-          "[cache]") {
+TEST_CASE(
+    "careful write: sync epochs: a prerequisite another flush already synced costs no "
+    "second sync",
+    "[cache]") {
   TestDb db(Opts(16, /*forced=*/true), /*init_pip=*/false);
   BufferCache& c = db.cache();
   constexpr PageNo kA = 2, kB = 3, kZ = 4;
@@ -537,7 +539,7 @@ TEST_CASE("careful write: sync epochs: a prerequisite another flush already sync
   const std::vector<testing::IoEvent> ev = db.file().events();
   INFO(testing::Describe(ev));
   REQUIRE(WritesOf(ev, kB) == 1);
-  CHECK(Syncs(ev) == 1);   // only the one that makes B durable
+  CHECK(Syncs(ev) == 1);  // only the one that makes B durable
   CHECK(ev.back().sync);
   CHECK(!ev.front().sync);  // no sync before B's write
 }
@@ -574,9 +576,10 @@ TEST_CASE("careful write: eviction writes a quarter of the cache per round, and 
 
 // ---------------------------------------------------------------- crashes
 
-TEST_CASE("careful write: after a power loss no reachable page links to a page version that is "
-          "not on disk (every reordering of unsynced writes)",
-          "[exhaustive][cache]") {
+TEST_CASE(
+    "careful write: after a power loss no reachable page links to a page version that is "
+    "not on disk (every reordering of unsynced writes)",
+    "[exhaustive][cache]") {
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     INFO("seed " << seed);
     testing::TempDir dir;
@@ -590,7 +593,7 @@ TEST_CASE("careful write: after a power loss no reachable page links to a page v
     int errors = 0;
     for (int i = 0; i < 600; ++i) {
       if (i % 41 == 7) file->FailSyncs(1 + i % 2);  // a failed sync makes nothing durable
-      if (!forest.Step().ok()) ++errors;  // reported; the engine goes on
+      if (!forest.Step().ok()) ++errors;            // reported; the engine goes on
       const std::string broken = CheckImages(versions);
       if (!broken.empty()) FAIL("after step " << i << ": " << broken);
     }
@@ -604,9 +607,10 @@ TEST_CASE("careful write: after a power loss no reachable page links to a page v
   }
 }
 
-TEST_CASE("careful write: after failed writes and syncs and a disk that dies mid-flush, "
-          "DropUnsynced leaves no reachable page linking to a missing page version (FaultFile)",
-          "[cache]") {
+TEST_CASE(
+    "careful write: after failed writes and syncs and a disk that dies mid-flush, "
+    "DropUnsynced leaves no reachable page linking to a missing page version (FaultFile)",
+    "[cache]") {
   std::mt19937 rng(99);
   for (int trial = 0; trial < 40; ++trial) {
     INFO("trial " << trial);
@@ -658,9 +662,10 @@ TEST_CASE("careful write: after failed writes and syncs and a disk that dies mid
   }
 }
 
-TEST_CASE("careful write: without forced writes, a process crash at any moment leaves no "
-          "reachable page linking to a page version that is not on disk",
-          "[cache]") {
+TEST_CASE(
+    "careful write: without forced writes, a process crash at any moment leaves no "
+    "reachable page linking to a page version that is not on disk",
+    "[cache]") {
   for (uint32_t seed = 1; seed <= 4; ++seed) {
     INFO("seed " << seed);
     TestDb db(Opts(16, /*forced=*/false), /*init_pip=*/false);

@@ -60,9 +60,9 @@ struct DwDb {
 };
 
 void Write(BufferCache& c, PageNo no, uint64_t stamp, NewPage kind) {
-  PageRef r = VALUE_OR_FAIL(kind == NewPage::kUnlinked || stamp == 1
-                                ? c.FetchNew(no, kind)
-                                : c.Fetch(no, LatchMode::kExclusive));
+  PageRef r =
+      VALUE_OR_FAIL(kind == NewPage::kUnlinked || stamp == 1 ? c.FetchNew(no, kind)
+                                                             : c.Fetch(no, LatchMode::kExclusive));
   testing::FillPage(r.data(), kPs, no, stamp);
   r.Mark(1);
 }
@@ -91,8 +91,8 @@ TEST_CASE("doublewrite: a page torn or lost after its copy was synced comes back
   std::string torn2 = db.Page(kFirst + 1);
   std::memcpy(torn2.data() + 2048, written[kFirst + 1].data() + 2048, 2048);
   db.Put(kFirst + 1, torn2);
-  REQUIRE_FALSE(page::VerifyPage(reinterpret_cast<const uint8_t*>(torn.data()), kPs, kFirst,
-                                 nullptr).ok());
+  REQUIRE_FALSE(
+      page::VerifyPage(reinterpret_cast<const uint8_t*>(torn.data()), kPs, kFirst, nullptr).ok());
 
   DwRecovery rec = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
   for (PageNo p : all) {
@@ -138,8 +138,8 @@ TEST_CASE("doublewrite: power loss with torn writes at random points over many l
     CAPTURE(seed, round);
     std::mt19937_64 rng(seed + round);
     DwDb db;
-    std::map<PageNo, uint64_t> durable;               // stamp known durable
-    std::map<PageNo, std::set<uint64_t>> since;       // stamps written since (maybe on disk)
+    std::map<PageNo, uint64_t> durable;          // stamp known durable
+    std::map<PageNo, std::set<uint64_t>> since;  // stamps written since (maybe on disk)
     std::map<PageNo, uint64_t> stamp;
     const int steps = 200 + static_cast<int>(rng() % 1500);
     for (int i = 0; i < steps; ++i) {

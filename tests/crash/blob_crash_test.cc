@@ -27,14 +27,13 @@
 // EMBER_BLOB_CRASH_POWER_RUNS (seeds per power-loss test, default 30, two crashes each) and
 // EMBER_BLOB_CRASH_POWER_FIRST (the index of the first of those runs, default 0: a failure's `i`
 // replays it).
-#include <catch2/catch.hpp>
-
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -291,8 +290,8 @@ uint64_t RandomLen(std::mt19937_64& rng, const Shape& s) {
   if (r < 65) return s.max_len / 6 + rng() % (s.max_len - s.max_len / 6 + 1);
   if (r < 80) return s.page_size / 4 + 1 + rng() % level1_max;
   if (r < 90) return rng() % (s.page_size / 4 + 1);
-  const uint64_t edges[] = {0, s.page_size / 4, s.page_size / 4 + 1, cap, cap + 1, level1_max,
-                            level1_max + 1};
+  const uint64_t edges[] = {0,       s.page_size / 4, s.page_size / 4 + 1, cap,
+                            cap + 1, level1_max,      level1_max + 1};
   return edges[rng() % std::size(edges)];
 }
 
@@ -680,8 +679,7 @@ constexpr uint64_t kChildMaxTxns = 5000;
   RunChildLoop(args, link, GetHandles, txn);
 }
 
-TEST_CASE("blob crash: SIGKILL while writing large BLOBs leaves no partial BLOB",
-          "[crash][fork]") {
+TEST_CASE("blob crash: SIGKILL while writing large BLOBs leaves no partial BLOB", "[crash][fork]") {
   const uint64_t seed = AnnounceSeed("blob SIGKILL", kFixedSeed);
   const uint64_t kills = EnvU64("EMBER_BLOB_CRASH_KILLS", 24);
   const uint64_t max_delay_ms =
@@ -1145,8 +1143,7 @@ TEST_CASE("blob crash: the pages of a BLOB stored by a transaction that died are
         const BlobId stored = std::get<BlobId>((*row)[3]);
         REQUIRE_FALSE(blob::IsTemp(stored.value));
         const page::PageNo header_page = blob::IdPage(stored.value);
-        CRASH_REQUIRE_OK(
-            impl->cache()->FlushPages(std::span<const page::PageNo>(&header_page, 1)));
+        CRASH_REQUIRE_OK(impl->cache()->FlushPages(std::span<const page::PageNo>(&header_page, 1)));
       }
       impl->TEST_SimulateCrash();
       t.reset();  // a no-op rollback: the database is gone

@@ -33,10 +33,10 @@
 namespace ember::testing {
 
 inline TableSchema RowsSchema() {
-  return TableSchema{"rows",
-                     {Column{"id", ColumnType::kInt64, false},
-                      Column{"value", ColumnType::kBytes, false},
-                      Column{"txn_tag", ColumnType::kInt64, false}}};
+  return TableSchema{
+      "rows",
+      {Column{"id", ColumnType::kInt64, false}, Column{"value", ColumnType::kBytes, false},
+       Column{"txn_tag", ColumnType::kInt64, false}}};
 }
 inline IndexSchema IdIndexSchema() { return IndexSchema{"rows_by_id", "rows", {"id"}, true}; }
 inline IndexSchema TagIndexSchema() {
@@ -139,9 +139,7 @@ using Effect = TxnEffect<Op>;
 inline void ApplyEffect(const Effect& e, Model* m) {
   for (const Op& op : e.ops) {
     switch (op.kind) {
-      case 'I':
-        (*m)[op.id] = RowState{op.rec, e.tag, op.vtag, op.len};
-        break;
+      case 'I': (*m)[op.id] = RowState{op.rec, e.tag, op.vtag, op.len}; break;
       case 'U': {
         RowState& r = (*m)[op.id];
         r.tag = e.tag;
@@ -149,9 +147,7 @@ inline void ApplyEffect(const Effect& e, Model* m) {
         r.len = op.len;
         break;
       }
-      case 'D':
-        m->erase(op.id);
-        break;
+      case 'D': m->erase(op.id); break;
     }
   }
 }
@@ -163,8 +159,8 @@ inline std::string DescribeRow(const RowState& r) {
 // ---------------------------------------------------------------- random transactions
 
 struct WorkloadShape {
-  int max_ops = 8;            // operations per transaction: 1..max_ops
-  size_t target_rows = 600;   // above this, deletes are favoured over inserts
+  int max_ops = 8;           // operations per transaction: 1..max_ops
+  size_t target_rows = 600;  // above this, deletes are favoured over inserts
 };
 
 inline uint32_t RandomLen(std::mt19937_64& rng) {
@@ -318,7 +314,8 @@ inline absl::Status ReadState(Transaction& t, const Handles& h,
       const Row& row = (*c)->row();
       const uint64_t rec = (*c)->id().value;
       if (row.size() != 3 || !std::holds_alternative<int64_t>(row[0]) ||
-          !std::holds_alternative<std::string>(row[1]) || !std::holds_alternative<int64_t>(row[2])) {
+          !std::holds_alternative<std::string>(row[1]) ||
+          !std::holds_alternative<int64_t>(row[2])) {
         problem(absl::StrCat("record ", rec, ": malformed row"));
       } else {
         const int64_t id = std::get<int64_t>(row[0]);
@@ -329,10 +326,12 @@ inline absl::Status ReadState(Transaction& t, const Handles& h,
         st.len = static_cast<uint32_t>(value.size());
         if (value.size() >= 8) std::memcpy(&st.vtag, value.data(), 8);
         if (value != MakeValue(id, st.vtag, st.len)) {
-          problem(absl::StrCat("id ", id, " (record ", rec, "): value bytes are not what was written"));
+          problem(
+              absl::StrCat("id ", id, " (record ", rec, "): value bytes are not what was written"));
         }
         if (!out->emplace(id, st).second) {
-          problem(absl::StrCat("id ", id, " visible twice (records ", (*out)[id].rec, " and ", rec, ")"));
+          problem(absl::StrCat("id ", id, " visible twice (records ", (*out)[id].rec, " and ", rec,
+                               ")"));
         }
         rows[id] = row;
       }
@@ -410,7 +409,8 @@ inline absl::Status ReadState(Transaction& t, const Handles& h,
       problem(absl::StrCat("index rows_by_tag scan returned ", got.size(), " entries, table scan ",
                            want.size(), " rows (or a different order/records)"));
     }
-    absl::StatusOr<std::vector<std::pair<int64_t, uint64_t>>> desc = ScanDescending(&t, h.by_tag, 2);
+    absl::StatusOr<std::vector<std::pair<int64_t, uint64_t>>> desc =
+        ScanDescending(&t, h.by_tag, 2);
     if (!desc.ok()) return desc.status();
     std::reverse(desc->begin(), desc->end());
     if (*desc != want) {

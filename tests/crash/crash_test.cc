@@ -3,7 +3,8 @@
 //  1. SIGKILL: a forked child runs random transactions and logs each commit to a side file; the
 //     parent kills it at a random moment, reopens the database and checks that exactly the logged
 //     commits (plus, or minus, the single one in flight) are there, over many kills of one file.
-//  2. Power loss: in process, through io::FaultFile: DropUnsynced() after TEST_SimulateCrash() leaves
+//  2. Power loss: in process, through io::FaultFile: DropUnsynced() after TEST_SimulateCrash()
+//  leaves
 //     what the last fsync made durable; the committed transactions must all be there, nothing
 //     else. The same again through ReorderFile (reorder_file.h), where each unsynced page write
 //     independently may or may not have reached the disk.
@@ -26,9 +27,8 @@
 // EMBER_CRASH_DIR (where the databases go; default /dev/shm), EMBER_CRASH_KEEP=<dir> (copy a
 // database that fails its checks there), EMBER_CRASH_VERBOSE=1 (a summary line per test; 2: one
 // per SIGKILL round).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -178,10 +178,11 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
     model = RequireState(db.get(), h, absent, want, alt ? &*alt : nullptr, &kept);
     CRASH_REQUIRE_OK(db->Close());
     if (Verbosity() > 1) {
-      std::fprintf(stderr, "[crash] round %llu: delay %d ms, cache %u, %zu commits, %s\n",
-                   static_cast<unsigned long long>(round), delay_ms, child_opts.cache_pages,
-                   log.committed.size(),
-                   log.pending ? (kept ? "in flight: durable" : "in flight: lost") : "none in flight");
+      std::fprintf(
+          stderr, "[crash] round %llu: delay %d ms, cache %u, %zu commits, %s\n",
+          static_cast<unsigned long long>(round), delay_ms, child_opts.cache_pages,
+          log.committed.size(),
+          log.pending ? (kept ? "in flight: durable" : "in flight: lost") : "none in flight");
     }
     commits += log.committed.size();
     in_flight_seen += log.pending ? 1 : 0;
@@ -198,8 +199,8 @@ TEST_CASE("crash: SIGKILL at random moments loses no committed transaction", "[c
                  static_cast<unsigned long long>(commits),
                  static_cast<unsigned long long>(in_flight_seen),
                  static_cast<unsigned long long>(in_flight_kept),
-                 static_cast<unsigned long long>(unreachable), static_cast<unsigned long long>(torn),
-                 model.size());
+                 static_cast<unsigned long long>(unreachable),
+                 static_cast<unsigned long long>(torn), model.size());
   }
 }
 
@@ -305,9 +306,11 @@ void PowerLossRun(uint64_t seed, LossModel loss, PowerLossStats* stats) {
     stats->unreachable += RequireValidAfterCrash(db.get());
     const Handles h2 = ValueOr(GetHandles(db.get()), "handles after reopen");
     std::vector<int64_t> absent;
-    for (int64_t id = std::max<int64_t>(1, next_id - 100); id < next_id + 5; ++id) absent.push_back(id);
+    for (int64_t id = std::max<int64_t>(1, next_id - 100); id < next_id + 5; ++id)
+      absent.push_back(id);
     bool kept = false;
-    committed = RequireState(db.get(), h2, absent, committed, in_doubt ? &*in_doubt : nullptr, &kept);
+    committed =
+        RequireState(db.get(), h2, absent, committed, in_doubt ? &*in_doubt : nullptr, &kept);
     stats->in_doubt_kept += kept ? 1 : 0;
     CRASH_REQUIRE_OK(db->Close());
   }
@@ -326,9 +329,9 @@ void PowerLossTest(LossModel loss, const char* name) {
   if (Verbosity() > 0) {
     Report("[crash] ", name, ": seed ", seed, ", ", runs, " runs, ", stats.commits, " commits, ",
            stats.rollbacks, " rollbacks, ", stats.in_flight, " in flight, ", stats.unreachable,
-           " unreachable pages freed, ", stats.reverted, " page versions lost (", stats.torn, " torn), ", stats.cuts,
-           " power cuts (", stats.cut_in_commit, " in a commit, ", stats.in_doubt_kept,
-           " of those durable)");
+           " unreachable pages freed, ", stats.reverted, " page versions lost (", stats.torn,
+           " torn), ", stats.cuts, " power cuts (", stats.cut_in_commit, " in a commit, ",
+           stats.in_doubt_kept, " of those durable)");
   }
 }
 
@@ -508,9 +511,10 @@ void IoErrorCase(Fault fault, uint64_t n, uint64_t seed, const std::string& temp
   CRASH_REQUIRE_OK(db->Close());
 }
 
-TEST_CASE("crash: a fault at the nth write or fsync or read (EIO or ENOSPC or a short write) "
-          "fails the call cleanly and loses nothing committed",
-          "[exhaustive][crash]") {
+TEST_CASE(
+    "crash: a fault at the nth write or fsync or read (EIO or ENOSPC or a short write) "
+    "fails the call cleanly and loses nothing committed",
+    "[exhaustive][crash]") {
   const uint64_t seed = AnnounceSeed("I/O errors", kFixedSeed);
   CAPTURE(seed);
   ScratchDir dir("ember-crash");
@@ -557,10 +561,9 @@ TEST_CASE("crash: a fault at the nth write or fsync or read (EIO or ENOSPC or a 
   uint64_t points = 0, met = 0;
   for (size_t fi = 0; fi < std::size(faults); ++fi) {
     const Fault fault = faults[fi];
-    const uint64_t max_n = max_n_env != 0 ? max_n_env : fault == Fault::kWriteEio ||
-                                                               fault == Fault::kWriteEnospcSticky
-                                                           ? 60
-                                                           : 30;
+    const uint64_t max_n = max_n_env != 0 ? max_n_env
+                           : fault == Fault::kWriteEio || fault == Fault::kWriteEnospcSticky ? 60
+                                                                                             : 30;
     for (uint64_t n = 1; n <= max_n; ++n) {
       const uint64_t case_seed = seed ^ (n * 0x9E3779B97F4A7C15ull) ^ (uint64_t{fi} << 56);
       CAPTURE(FaultName(fault), n, case_seed);
@@ -572,7 +575,8 @@ TEST_CASE("crash: a fault at the nth write or fsync or read (EIO or ENOSPC or a 
     points += stats[fi].cases;
     met += stats[fi].fired;
     if (Verbosity() > 0) {
-      std::fprintf(stderr, "[crash] %s: %llu cases, fault met in %llu (%llu in Commit, %llu elsewhere)\n",
+      std::fprintf(stderr,
+                   "[crash] %s: %llu cases, fault met in %llu (%llu in Commit, %llu elsewhere)\n",
                    FaultName(fault), static_cast<unsigned long long>(stats[fi].cases),
                    static_cast<unsigned long long>(stats[fi].fired),
                    static_cast<unsigned long long>(stats[fi].commit_failures),
@@ -604,9 +608,10 @@ std::vector<int64_t> IdsIn(Database* db) {
 // A commit whose TIP write was never known durable (the sync after it failed) has its commit
 // mark in the cached TIP page: the next sync of that page - another transaction's commit here,
 // before the application has rolled the failed one back - must not make it committed.
-TEST_CASE("crash: a commit that failed at its TIP sync stays rolled back through later commits "
-          "and a power loss",
-          "[crash]") {
+TEST_CASE(
+    "crash: a commit that failed at its TIP sync stays rolled back through later commits "
+    "and a power loss",
+    "[crash]") {
   ScratchDir dir("ember-crash");
   REQUIRE(dir.ok());
   std::mt19937_64 rng(1);

@@ -14,12 +14,11 @@
 //
 // Environment (besides crash_util.h's): EMBER_DDL_CRASH_KILLS (SIGKILL rounds, default 20),
 // EMBER_DDL_CRASH_POWER_RUNS (power-loss rounds, default 20).
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -69,8 +68,8 @@ struct Model {
 };
 
 std::string TableName(size_t i) { return "d" + std::to_string(i); }
-std::string IdIndex(const std::string& t) { return t + "_id"; }   // unique, on id
-std::string ValIndex(const std::string& t) { return t + "_v"; }   // on v
+std::string IdIndex(const std::string& t) { return t + "_id"; }  // unique, on id
+std::string ValIndex(const std::string& t) { return t + "_v"; }  // on v
 
 std::string StringOf(int64_t id, const RowVal& r) {
   return std::string(r.slen, static_cast<char>('a' + (id + r.v) % 26));
@@ -78,8 +77,8 @@ std::string StringOf(int64_t id, const RowVal& r) {
 std::string BlobOf(int64_t id, const RowVal& r) {
   std::string out(r.blen, '\0');
   for (uint32_t i = 0; i < r.blen; ++i) {
-    out[i] = static_cast<char>((static_cast<uint64_t>(id) * 131 + static_cast<uint64_t>(r.v) * 7 +
-                                i / 64) % 251);
+    out[i] = static_cast<char>(
+        (static_cast<uint64_t>(id) * 131 + static_cast<uint64_t>(r.v) * 7 + i / 64) % 251);
   }
   return out;
 }
@@ -108,14 +107,14 @@ struct Step {
   Kind kind = Kind::kSweep;
   std::string table, index;
   bool unique = false, active = false;
-  std::vector<RowOp> ops;      // kept
-  std::vector<RowOp> undone;   // after Savepoint("s"), rolled back to it
+  std::vector<RowOp> ops;     // kept
+  std::vector<RowOp> undone;  // after Savepoint("s"), rolled back to it
 };
 
 std::string Describe(const Step& s) {
-  static const char* const kNames[] = {"create table", "create index", "drop index",
-                                       "set index active", "write", "write + rollback",
-                                       "drop table", "sweep", "collect"};
+  static const char* const kNames[] = {"create table",     "create index", "drop index",
+                                       "set index active", "write",        "write + rollback",
+                                       "drop table",       "sweep",        "collect"};
   return absl::StrCat(kNames[static_cast<int>(s.kind)], " ", s.table, " ", s.index, " (",
                       s.ops.size(), " ops, ", s.undone.size(), " undone)");
 }
@@ -298,23 +297,16 @@ absl::Status RunWrite(Database* db, const Step& s) {
 
 absl::Status RunStep(Database* db, const Step& s) {
   switch (s.kind) {
-    case Kind::kCreateTable:
-      return db->CreateTable(SchemaOf(s.table)).status();
+    case Kind::kCreateTable: return db->CreateTable(SchemaOf(s.table)).status();
     case Kind::kCreateIndex:
       return db->CreateIndex({s.index, s.table, {s.unique ? "id" : "v"}, s.unique}).status();
-    case Kind::kDropIndex:
-      return db->DropIndex(s.index);
-    case Kind::kSetIndexActive:
-      return db->SetIndexActive(s.index, s.active);
-    case Kind::kDropTable:
-      return db->DropTable(s.table);
-    case Kind::kSweep:
-      return db->Sweep().status();
-    case Kind::kCollect:
-      return db->CollectGarbage();
+    case Kind::kDropIndex: return db->DropIndex(s.index);
+    case Kind::kSetIndexActive: return db->SetIndexActive(s.index, s.active);
+    case Kind::kDropTable: return db->DropTable(s.table);
+    case Kind::kSweep: return db->Sweep().status();
+    case Kind::kCollect: return db->CollectGarbage();
     case Kind::kWrite:
-    case Kind::kWriteRollback:
-      return RunWrite(db, s);
+    case Kind::kWriteRollback: return RunWrite(db, s);
   }
   return absl::InternalError("unknown step");
 }
@@ -390,7 +382,8 @@ std::string Summary(const Model& m) {
   std::string out;
   for (const auto& [name, t] : m.tables) {
     absl::StrAppend(&out, name, "(", t.rows.size(), " rows");
-    for (const auto& [ix, active] : t.indexes) absl::StrAppend(&out, " ", ix, active ? "" : "[off]");
+    for (const auto& [ix, active] : t.indexes)
+      absl::StrAppend(&out, " ", ix, active ? "" : "[off]");
     absl::StrAppend(&out, ") ");
   }
   return out;
@@ -508,27 +501,27 @@ TEST_CASE("ddl crash: SIGKILL at random moments of DDL mixed with writes and col
     step_no += done + 1;  // the in-flight step's number is used up either way
     if (testing::Verbosity() >= 2) {
       testing::Report("DDL SIGKILL: round ", round, ": ", done, " steps, in flight ",
-                        took_after ? "kept" : "lost or none", "; ", Summary(model));
+                      took_after ? "kept" : "lost or none", "; ", Summary(model));
     }
   }
   CHECK(steps_done > 0);
   if (testing::Verbosity() >= 1) {
     testing::Report("[crash] DDL SIGKILL: seed ", seed, ", ", kills, " kills, ", steps_done,
-                      " steps (", kinds_done[Kind::kCreateTable], " tables created, ",
-                      kinds_done[Kind::kDropTable], " dropped, ",
-                      kinds_done[Kind::kCreateIndex] + kinds_done[Kind::kSetIndexActive],
-                      " index builds or deactivations, ", kinds_done[Kind::kWrite],
-                      " writes committed, ", kinds_done[Kind::kSweep], " sweeps), ",
-                      in_flight_kept, " steps in flight kept, ", unreachable,
-                      " unreachable pages freed");
+                    " steps (", kinds_done[Kind::kCreateTable], " tables created, ",
+                    kinds_done[Kind::kDropTable], " dropped, ",
+                    kinds_done[Kind::kCreateIndex] + kinds_done[Kind::kSetIndexActive],
+                    " index builds or deactivations, ", kinds_done[Kind::kWrite],
+                    " writes committed, ", kinds_done[Kind::kSweep], " sweeps), ", in_flight_kept,
+                    " steps in flight kept, ", unreachable, " unreachable pages freed");
   }
 }
 
 // ---------------------------------------------------------------- power loss
 
-TEST_CASE("ddl crash: power loss at a random write of DDL mixed with writes and collectors "
-          "(unsynced writes reordered and torn)",
-          "[crash][ddl]") {
+TEST_CASE(
+    "ddl crash: power loss at a random write of DDL mixed with writes and collectors "
+    "(unsynced writes reordered and torn)",
+    "[crash][ddl]") {
   const uint64_t seed = testing::AnnounceSeed("DDL power loss", 0xDD1C9A5Bull);
   const uint64_t runs = testing::EnvU64("EMBER_DDL_CRASH_POWER_RUNS", 20);
   std::mt19937_64 rng(seed);
@@ -595,16 +588,16 @@ TEST_CASE("ddl crash: power loss at a random write of DDL mixed with writes and 
     in_flight_kept += took_after ? 1 : 0;
     if (testing::Verbosity() >= 2) {
       testing::Report("DDL power loss: round ", round, ", write ", at, ": ", done, " steps, ",
-                        reverted, " page versions reverted, in flight ",
-                        took_after ? "kept" : "lost or none");
+                      reverted, " page versions reverted, in flight ",
+                      took_after ? "kept" : "lost or none");
     }
   }
   INFO(cut << " of " << runs << " rounds lost power before the workload ended");
   CHECK(cut * 2 > runs);
   if (testing::Verbosity() >= 1) {
     testing::Report("[crash] DDL power loss: seed ", seed, ", ", runs, " runs, ", cut,
-                      " cut in the middle, ", in_flight_kept, " steps in flight kept, ",
-                      unreachable, " unreachable pages freed");
+                    " cut in the middle, ", in_flight_kept, " steps in flight kept, ", unreachable,
+                    " unreachable pages freed");
   }
 }
 

@@ -3,7 +3,6 @@
 // is either absent or whole, Validate is clean, and no page is left unreachable (the open after
 // the crash reclaims the build's pages).
 #include <catch2/catch.hpp>
-
 #include <random>
 #include <string>
 
@@ -35,8 +34,8 @@ TEST_CASE("index build crash: SIGKILL during CREATE INDEX leaves no index or the
     Options o = BuildOptions();
     o.cache_pages = 4096;
     auto db = testing::OpenOrFail(tmp.path(), o);
-    Table t = VALUE_OR_FAIL(db->CreateTable(
-        {"w", {{"id", ColumnType::kInt64, false}, {"name", ColumnType::kString}}}));
+    Table t = VALUE_OR_FAIL(
+        db->CreateTable({"w", {{"id", ColumnType::kInt64, false}, {"name", ColumnType::kString}}}));
     auto txn = VALUE_OR_FAIL(db->Begin());
     std::mt19937_64 rng(3);
     for (int64_t i = 0; i < kRows; ++i) {

@@ -10,7 +10,6 @@
 // (every write from then on fails, the update meets the error, then the crash). Each round also
 // draws its page size and write path (crash_util.h), and checks the writes took that path.
 #include <catch2/catch.hpp>
-
 #include <cerrno>
 #include <filesystem>
 #include <map>
@@ -137,7 +136,8 @@ KillPoint DrawKillPoint(std::mt19937_64& rng, int64_t rows) {
 void MassUpdateCrashRound(const std::string& template_path, const std::string& path,
                           uint32_t page_size, bool use_io_uring, const KillPoint& kill,
                           bool power_loss, bool no_savepoint) {
-  std::filesystem::copy_file(template_path, path, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(template_path, path,
+                             std::filesystem::copy_options::overwrite_existing);
   io::FileOptions fo;
   fo.mode = io::OpenMode::kOpenExisting;
   fo.use_io_uring = use_io_uring;
@@ -194,11 +194,12 @@ void MassUpdateCrashRound(const std::string& template_path, const std::string& p
   REQUIRE_OK(db->Close());
 }
 
-TEST_CASE("crash in the middle of a mass update keeps the committed state", "[exhaustive][savepoint][gc]") {
+TEST_CASE("crash in the middle of a mass update keeps the committed state",
+          "[exhaustive][savepoint][gc]") {
   const bool power_loss = GENERATE(false, true);
   const bool no_savepoint = GENERATE(false, true);
-  const uint64_t seed = testing::AnnounceSeed("mass update", 0x3A55'0D7Eull) + power_loss * 2 +
-                        no_savepoint;
+  const uint64_t seed =
+      testing::AnnounceSeed("mass update", 0x3A55'0D7Eull) + power_loss * 2 + no_savepoint;
   const uint64_t rounds = testing::EnvU64("EMBER_MASS_CRASH_ROUNDS", 3);
   CAPTURE(power_loss, no_savepoint, seed);
   testing::TempDir dir;

@@ -4,7 +4,6 @@
 // without the user's help, unless the walk that finds them finds damage (then it frees nothing
 // and the damage is a background error that Close returns).
 #include <catch2/catch.hpp>
-
 #include <memory>
 #include <string>
 
@@ -17,7 +16,7 @@ namespace ember {
 namespace {
 
 struct Crashed {
-  uint64_t leaked_temp_pages = 0;  // pages of the temporary BLOB on disk, allocated
+  uint64_t leaked_temp_pages = 0;               // pages of the temporary BLOB on disk, allocated
   page::PageNo committed_page = page::kNoPage;  // the data page of a committed row
 };
 
@@ -41,8 +40,8 @@ Crashed CrashWithLeaks(const std::string& path) {
   Crashed c;
   {
     auto db = testing::OpenOrFail(path, ReclaimOptions());
-    Table t = VALUE_OR_FAIL(db->CreateTable(
-        {"b", {{"id", ColumnType::kInt64, false}, {"data", ColumnType::kBlob}}}));
+    Table t = VALUE_OR_FAIL(
+        db->CreateTable({"b", {{"id", ColumnType::kInt64, false}, {"data", ColumnType::kBlob}}}));
     auto tx = VALUE_OR_FAIL(db->Begin());
     const RecordId rec = VALUE_OR_FAIL(tx->Insert(t, {int64_t{1}, BlobId{}}));
     REQUIRE_OK(tx->Commit());
@@ -66,8 +65,8 @@ Crashed CrashWithLeaks(const std::string& path) {
   const page::PageNo header_page = blob::IdPage(std::get<BlobId>((*row)[1]).value);
   // Everything but the row's page (which would make the stored BLOB garbage of a dead version
   // rather than an orphan) reaches the disk: the BLOBs' pages, their header, the PIP.
-  const page::PageNo row_page = VALUE_OR_FAIL(
-      internal::TableState::From(t)->relation->RecordPage(rec.value));
+  const page::PageNo row_page =
+      VALUE_OR_FAIL(internal::TableState::From(t)->relation->RecordPage(rec.value));
   REQUIRE(row_page != header_page);
   const uint64_t before = db->stats().page_count;
   for (page::PageNo p = 1; p < before; ++p) {

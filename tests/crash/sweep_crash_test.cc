@@ -11,14 +11,13 @@
 //
 // Environment (besides crash_util.h's): EMBER_SWEEP_CRASH_POWER_RUNS (power-loss rounds,
 // default 16), EMBER_SWEEP_CRASH_KILLS (SIGKILL rounds, default 8).
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdint>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -150,9 +149,10 @@ void CheckReopened(const std::string& path, const std::vector<uint64_t>& sure,
   REQUIRE_OK(db->Close());
 }
 
-TEST_CASE("sweep crash: power loss at a random write during sweeps beside writers (unsynced "
-          "writes reordered)",
-          "[crash][sweep]") {
+TEST_CASE(
+    "sweep crash: power loss at a random write during sweeps beside writers (unsynced "
+    "writes reordered)",
+    "[crash][sweep]") {
   const uint64_t seed = testing::AnnounceSeed("sweep power loss", 0x5eed5);
   std::mt19937_64 rng(seed);
   testing::ScratchDir dir("ember-sweep-crash");
@@ -169,7 +169,7 @@ TEST_CASE("sweep crash: power loss at a random write during sweeps beside writer
     INFO("round " << round << ": the power goes at write " << at);
     testing::PowerLossDb p =
         testing::OpenPowerLossDb(path, SweepCrashOptions(), testing::LossModel::kReorder,
-                                   /*create=*/false);
+                                 /*create=*/false);
     Database* db = p.db.get();
     Table t = VALUE_OR_FAIL(db->GetTable("big"));
     const std::vector<RecordId> ids = RecordIds(db, t);
@@ -193,8 +193,8 @@ TEST_CASE("sweep crash: power loss at a random write during sweeps beside writer
     p.db.reset();
     if (testing::Verbosity() >= 2) {
       testing::Report("sweep power loss: round ", round, ", write ", at, ": ", sure.size(),
-                        " committed, ", maybe ? "one in doubt, " : "", reverted,
-                        " page versions reverted");
+                      " committed, ", maybe ? "one in doubt, " : "", reverted,
+                      " page versions reverted");
     }
     CheckReopened(path, sure, maybe);
   }
@@ -202,7 +202,7 @@ TEST_CASE("sweep crash: power loss at a random write during sweeps beside writer
   CHECK(cut * 2 > runs);
   if (testing::Verbosity() >= 1) {
     testing::Report("[crash] sweep power loss: seed ", seed, ", ", runs, " runs, ", cut,
-                      " cut in the middle");
+                    " cut in the middle");
   }
 }
 
@@ -276,7 +276,7 @@ TEST_CASE("sweep crash: SIGKILL at random moments of sweeps beside writers",
   }
   if (testing::Verbosity() >= 1) {
     testing::Report("[crash] sweep SIGKILL: seed ", seed, ", ", kills, " kills, ", sure.size(),
-                      " transactions committed");
+                    " transactions committed");
   }
 }
 

@@ -3,9 +3,8 @@
 // pages in the file after a power loss, whichever path (pwrite, io_uring) wrote them; and a
 // database page torn that way must fail its checksum: only the doublewrite area's repair at open
 // (tests/crash/torn_page_test.cc, the crash tests) makes such a page whole again.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <memory>
 #include <random>
 #include <string>
@@ -26,7 +25,9 @@ std::vector<int> UnitSources(const std::string& before, const std::string& after
   std::vector<int> out;
   for (size_t off = 0; off < torn.size(); off += unit) {
     const std::string piece = torn.substr(off, unit);
-    out.push_back(piece == after.substr(off, unit) ? 1 : piece == before.substr(off, unit) ? 0 : -1);
+    out.push_back(piece == after.substr(off, unit)    ? 1
+                  : piece == before.substr(off, unit) ? 0
+                                                      : -1);
   }
   return out;
 }
@@ -45,11 +46,12 @@ TEST_CASE("tear model: a torn write is whole units, some new and some old", "[cr
       int prefixes = 0, suffixes = 0, others = 0;
       for (int i = 0; i < 300; ++i) {
         const std::string before = Bytes(len, rng), after = Bytes(len, rng);
-        const std::vector<int> src = UnitSources(before, after, TearWrite(before, after, unit, rng), unit);
+        const std::vector<int> src =
+            UnitSources(before, after, TearWrite(before, after, unit, rng), unit);
         REQUIRE(std::count(src.begin(), src.end(), -1) == 0);  // no unit is cut inside
         const auto fresh = std::count(src.begin(), src.end(), 1);
-        REQUIRE(fresh > 0);                                    // something of the write landed
-        REQUIRE(fresh < static_cast<long>(src.size()));       // and not all of it
+        REQUIRE(fresh > 0);                              // something of the write landed
+        REQUIRE(fresh < static_cast<long>(src.size()));  // and not all of it
         const bool prefix = std::is_sorted(src.rbegin(), src.rend());  // 1..1 0..0
         const bool suffix = std::is_sorted(src.begin(), src.end());    // 0..0 1..1
         prefixes += prefix;
@@ -129,9 +131,10 @@ TEST_CASE("tear model: a database page torn at a 4096 or 512 boundary fails its 
   opts.create_if_missing = true;
   {
     std::unique_ptr<Database> db = ValueOr(Database::Open(path, opts), "create");
-    const Table t = ValueOr(db->CreateTable({"t", {{"id", ColumnType::kInt64, false},
-                                                   {"v", ColumnType::kBytes, false}}}),
-                            "CreateTable");
+    const Table t =
+        ValueOr(db->CreateTable(
+                    {"t", {{"id", ColumnType::kInt64, false}, {"v", ColumnType::kBytes, false}}}),
+                "CreateTable");
     std::unique_ptr<Transaction> tx = ValueOr(db->Begin(), "Begin");
     for (int64_t id = 0; id < 200; ++id) {
       CRASH_REQUIRE_OK(tx->Insert(t, Row{id, std::string(100, 'a' + id % 26)}).status());
@@ -160,7 +163,8 @@ TEST_CASE("tear model: a database page torn at a 4096 or 512 boundary fails its 
   std::mt19937_64 rng(3);
   int checked = 0;
   for (size_t off = 0; off + kPageSize <= std::min(before.size(), after.size()); off += kPageSize) {
-    const std::string old_page = before.substr(off, kPageSize), new_page = after.substr(off, kPageSize);
+    const std::string old_page = before.substr(off, kPageSize),
+                      new_page = after.substr(off, kPageSize);
     const page::PageNo no = static_cast<page::PageNo>(off / kPageSize);
     const auto* o = reinterpret_cast<const uint8_t*>(old_page.data());
     const auto* n = reinterpret_cast<const uint8_t*>(new_page.data());

@@ -2,8 +2,8 @@
 // some of them (part new, part old, cut at a 512-byte boundary); the reopened database must hold
 // exactly the committed rows, at every page size. With the doublewrite area turned off the same
 // tears must be found as damage, which shows the test reaches the pages that matter.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <map>
 #include <optional>
 #include <random>
@@ -38,7 +38,8 @@ absl::Status CheckRows(Database* db, const std::map<int64_t, std::string>& model
   absl::StatusOr<std::vector<std::pair<RecordId, Row>>> rows = testing::ScanAll(tx->get(), *t);
   if (!rows.ok()) return rows.status();
   std::map<int64_t, std::string> seen;
-  for (const auto& [rid, row] : *rows) seen[std::get<int64_t>(row[0])] = std::get<std::string>(row[2]);
+  for (const auto& [rid, row] : *rows)
+    seen[std::get<int64_t>(row[0])] = std::get<std::string>(row[2]);
   if (seen != model) {
     return absl::InternalError(absl::StrCat("scan: ", seen.size(), " rows, ", model.size(),
                                             " committed, or different values"));
@@ -62,7 +63,7 @@ Outcome Round(uint32_t ps, bool doublewrite, uint64_t seed) {
   o.gc_policy = GcPolicy::kCooperative;
   std::map<int64_t, std::string> model;
   std::optional<std::map<int64_t, std::string>> in_doubt;  // the other possible outcome
-  std::string before;  // the file as the crash found it
+  std::string before;                                      // the file as the crash found it
   {
     io::FileOptions fo;
     fo.mode = io::OpenMode::kCreateNew;
@@ -175,9 +176,10 @@ Outcome Round(uint32_t ps, bool doublewrite, uint64_t seed) {
   return out;
 }
 
-TEST_CASE("torn pages: a power loss that tears the pages being written loses no committed row, "
-          "at every page size",
-          "[exhaustive][crash][doublewrite]") {
+TEST_CASE(
+    "torn pages: a power loss that tears the pages being written loses no committed row, "
+    "at every page size",
+    "[exhaustive][crash][doublewrite]") {
   const uint64_t seed = 0x70726e;
   uint64_t tears = 0, repaired = 0, torn_repaired = 0;
   for (uint32_t ps : {4096u, 8192u, 16384u, 32768u}) {
@@ -196,7 +198,8 @@ TEST_CASE("torn pages: a power loss that tears the pages being written loses no 
   CHECK(repaired >= torn_repaired);
 }
 
-TEST_CASE("torn pages: without the doublewrite area the same tears are damage", "[crash][doublewrite]") {
+TEST_CASE("torn pages: without the doublewrite area the same tears are damage",
+          "[crash][doublewrite]") {
   const uint64_t seed = 0x70726e;
   int damaged = 0;
   for (int round = 0; round < 6; ++round) {

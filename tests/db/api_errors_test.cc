@@ -4,13 +4,12 @@
 // machine, a directory opened as a database, a BLOB id naming nothing, calls on a closed
 // database and its transactions, what Close does to an active transaction, and savepoints
 // discarded by a rollback to an earlier one.
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -223,20 +222,21 @@ TEST_CASE("OpenBlob of an id that names no BLOB is NotFound naming the id", "[db
   const page::PageNo rec_page =
       VALUE_OR_FAIL(internal::TableState::From(t)->relation->RecordPage(rec.value));
   const uint64_t ids[] = {
-      blob::StoredId(t.id(), 1'000'000, 1),       // past the end of the database
-      blob::StoredId(t.id(), 0, 1),               // the header page
-      blob::StoredId(t.id(), rec_page, 900),      // a line the record's page does not have
+      blob::StoredId(t.id(), 1'000'000, 1),   // past the end of the database
+      blob::StoredId(t.id(), 0, 1),           // the header page
+      blob::StoredId(t.id(), rec_page, 900),  // a line the record's page does not have
       blob::StoredId(t.id(), rec_page, page::RecordLine(rec.value)),  // a record, not a BLOB
-      blob::StoredId(1234, 5, 1),                 // no such relation
-      blob::kTempBit | 777,                       // no such temporary BLOB
+      blob::StoredId(1234, 5, 1),                                     // no such relation
+      blob::kTempBit | 777,                                           // no such temporary BLOB
   };
   for (uint64_t id : ids) {
     CAPTURE(id);
     absl::StatusOr<std::unique_ptr<BlobReader>> r = txn->OpenBlob(BlobId{id});
     INFO("status: " << r.status().ToString());
     REQUIRE(absl::IsNotFound(r.status()));
-    const std::string named = blob::IsTemp(id) ? "temporary BLOB " + std::to_string(id & ~blob::kTempBit)
-                                               : "BLOB " + std::to_string(id) + " does not exist";
+    const std::string named = blob::IsTemp(id)
+                                  ? "temporary BLOB " + std::to_string(id & ~blob::kTempBit)
+                                  : "BLOB " + std::to_string(id) + " does not exist";
     REQUIRE(IsError(r.status(), absl::StatusCode::kNotFound, named));
     REQUIRE_FALSE(IsError(r.status(), absl::StatusCode::kNotFound, "offset"));
   }

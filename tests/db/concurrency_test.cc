@@ -1,9 +1,8 @@
 // Concurrency tests: several threads running transactions on the same tables. Every loop has a
 // fixed bound; worker threads never use Catch2 (not thread-safe) but log problems to an ErrorLog
 // that the main thread checks. Meant to run clean under ThreadSanitizer too.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
 #include <random>
@@ -49,15 +48,15 @@ TEST_CASE("bank transfers keep the total constant for every snapshot", "[concurr
   constexpr int kTransferThreads = 4;
   constexpr int kTransfersPerThread = 150;
   constexpr int kMaxAttempts = 2000;  // per transfer; retries only follow Aborted conflicts
-  constexpr int kMaxSums = 100000;    // the reader stops when the writers are done, at the latest here
+  constexpr int kMaxSums =
+      100000;  // the reader stops when the writers are done, at the latest here
 
   TempDb tmp;
   Options o = testing::CreateOptions(4096, 128);
   o.forced_writes = false;
   auto db = OpenOrFail(tmp.path(), o);
-  Table acc = VALUE_OR_FAIL(db->CreateTable({"accounts",
-                                             {{"id", ColumnType::kInt64, false},
-                                              {"balance", ColumnType::kInt64, false}}}));
+  Table acc = VALUE_OR_FAIL(db->CreateTable(
+      {"accounts", {{"id", ColumnType::kInt64, false}, {"balance", ColumnType::kInt64, false}}}));
   std::vector<RecordId> ids;
   {
     auto txn = VALUE_OR_FAIL(db->Begin());
@@ -96,8 +95,8 @@ TEST_CASE("bank transfers keep the total constant for every snapshot", "[concurr
           for (size_t who : {from, to}) {
             absl::StatusOr<std::optional<Row>> r = (*t)->Get(acc, ids[who]);
             if (!r.ok() || !r->has_value()) {
-              errors.Add(absl::StrCat("Get account ", who, ": ",
-                                      r.ok() ? "missing" : Str(r.status())));
+              errors.Add(
+                  absl::StrCat("Get account ", who, ": ", r.ok() ? "missing" : Str(r.status())));
               return;
             }
             Row row = **r;
@@ -123,8 +122,8 @@ TEST_CASE("bank transfers keep the total constant for every snapshot", "[concurr
           }
         }
         if (!done) {
-          errors.Add(absl::StrCat("transfer ", n, " of thread ", w, " never succeeded; last: ",
-                                  last_error));
+          errors.Add(absl::StrCat("transfer ", n, " of thread ", w,
+                                  " never succeeded; last: ", last_error));
         }
       }
       writers_left.fetch_sub(1);
@@ -204,12 +203,14 @@ TEST_CASE("concurrent inserters into a unique index with concurrent index scanne
         if (!txn.ok()) return errors.Add("Begin: " + Str(txn.status()));
         for (int i = 0; i < kRowsPerTxn; ++i) {
           const int64_t key = w * kStride + n * kRowsPerTxn + i;
-          auto r = (*txn)->Insert(t, Row{key, int64_t{w}, std::string(static_cast<size_t>(key % 200), 'p')});
+          auto r = (*txn)->Insert(
+              t, Row{key, int64_t{w}, std::string(static_cast<size_t>(key % 200), 'p')});
           if (!r.ok()) return errors.Add(absl::StrCat("insert ", key, ": ", Str(r.status())));
         }
         // Every third transaction also tries a key of its own that it already inserted.
         if (n % 3 == 0) {
-          auto dup = (*txn)->Insert(t, Row{int64_t{w * kStride + n * kRowsPerTxn}, int64_t{w}, std::string()});
+          auto dup = (*txn)->Insert(
+              t, Row{int64_t{w * kStride + n * kRowsPerTxn}, int64_t{w}, std::string()});
           if (!absl::IsAlreadyExists(dup.status())) {
             return errors.Add("duplicate insert gave " + Str(dup.status()));
           }
@@ -264,7 +265,8 @@ TEST_CASE("concurrent inserters into a unique index with concurrent index scanne
             errors.Add(absl::StrCat("lookup of inserter ", w, "'s first key disagrees with scan"));
           }
         }
-        if (absl::Status s = (*txn)->Commit(); !s.ok()) return errors.Add("scanner commit: " + Str(s));
+        if (absl::Status s = (*txn)->Commit(); !s.ok())
+          return errors.Add("scanner commit: " + Str(s));
         scans.fetch_add(1);
       }
     });
@@ -285,7 +287,8 @@ TEST_CASE("concurrent inserters into a unique index with concurrent index scanne
       REQUIRE(std::get<int64_t>(f->second[1]) == w);
     }
   }
-  REQUIRE(absl::IsAlreadyExists(txn->Insert(t, Row{int64_t{5}, int64_t{0}, std::string()}).status()));
+  REQUIRE(
+      absl::IsAlreadyExists(txn->Insert(t, Row{int64_t{5}, int64_t{0}, std::string()}).status()));
   REQUIRE_OK(txn->Rollback());
   txn.reset();
   ValidationReport rep = VALUE_OR_FAIL(db->Validate());
@@ -318,7 +321,8 @@ TEST_CASE("many threads committing small transactions: every row is there", "[co
         std::vector<std::pair<RecordId, Row>> mine;
         const int rows = 1 + static_cast<int>(rng() % 3);
         for (int i = 0; i < rows; ++i) {
-          Row row{int64_t{w}, int64_t{n * 10 + i}, std::string(static_cast<size_t>(rng() % 300), 'n')};
+          Row row{int64_t{w}, int64_t{n * 10 + i},
+                  std::string(static_cast<size_t>(rng() % 300), 'n')};
           auto id = (*txn)->Insert(t, row);
           if (!id.ok()) return errors.Add("insert: " + Str(id.status()));
           mine.emplace_back(*id, std::move(row));
@@ -373,8 +377,7 @@ TEST_CASE("many threads committing small transactions: every row is there", "[co
   REQUIRE_OK(again->Close());
 }
 
-TEST_CASE("concurrent readers and writers on overlapping rows stay consistent",
-          "[concurrency]") {
+TEST_CASE("concurrent readers and writers on overlapping rows stay consistent", "[concurrency]") {
   // Each writer thread owns a set of rows and repeatedly rewrites all of them with the same
   // version number in one transaction; readers check that a snapshot sees one version per owner.
   constexpr int kWriters = 3;
@@ -397,7 +400,8 @@ TEST_CASE("concurrent readers and writers on overlapping rows stay consistent",
     auto txn = VALUE_OR_FAIL(db->Begin());
     for (int w = 0; w < kWriters; ++w) {
       for (size_t i = 0; i < kRowsPerWriter; ++i) {
-        rows[w].push_back(VALUE_OR_FAIL(txn->Insert(t, Row{int64_t{w}, int64_t{0}, std::string("init")})));
+        rows[w].push_back(
+            VALUE_OR_FAIL(txn->Insert(t, Row{int64_t{w}, int64_t{0}, std::string("init")})));
       }
     }
     REQUIRE_OK(txn->Commit());
@@ -414,13 +418,15 @@ TEST_CASE("concurrent readers and writers on overlapping rows stay consistent",
         if (!txn.ok()) return errors.Add("Begin: " + Str(txn.status()));
         for (RecordId id : rows[w]) {
           // Bodies of varying size: some updates move versions off the page or fragment.
-          Row row{int64_t{w}, v, std::string(static_cast<size_t>(rng() % 2500), static_cast<char>('a' + v % 26))};
+          Row row{int64_t{w}, v,
+                  std::string(static_cast<size_t>(rng() % 2500), static_cast<char>('a' + v % 26))};
           if (absl::Status s = (*txn)->Update(t, id, row); !s.ok()) {
             return errors.Add(absl::StrCat("writer ", w, " update: ", Str(s)));
           }
         }
         if (rng() % 5 == 0) {
-          if (absl::Status s = (*txn)->Rollback(); !s.ok()) return errors.Add("rollback: " + Str(s));
+          if (absl::Status s = (*txn)->Rollback(); !s.ok())
+            return errors.Add("rollback: " + Str(s));
         } else if (absl::Status s = (*txn)->Commit(); !s.ok()) {
           return errors.Add("commit: " + Str(s));
         }
@@ -447,7 +453,8 @@ TEST_CASE("concurrent readers and writers on overlapping rows stay consistent",
           ++count;
           const std::string& body = std::get<std::string>(row[2]);
           const int64_t v = std::get<int64_t>(row[1]);
-          if (v > 0 && body.find_first_not_of(static_cast<char>('a' + v % 26)) != std::string::npos) {
+          if (v > 0 &&
+              body.find_first_not_of(static_cast<char>('a' + v % 26)) != std::string::npos) {
             errors.Add(absl::StrCat("owner ", w, " version ", v, ": body does not match"));
           }
         }
@@ -455,7 +462,8 @@ TEST_CASE("concurrent readers and writers on overlapping rows stay consistent",
           errors.Add(absl::StrCat("owner ", w, ": ", count, " rows, ", versions.size(),
                                   " distinct versions in one snapshot"));
         }
-        if (absl::Status s = (*txn)->Commit(); !s.ok()) return errors.Add("reader commit: " + Str(s));
+        if (absl::Status s = (*txn)->Commit(); !s.ok())
+          return errors.Add("reader commit: " + Str(s));
         reads.fetch_add(1);
         // Leave the writers some CPU: the readers only need to overlap them.
         std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -16,9 +16,8 @@
 //
 // Environment: EMBER_CORRUPT_ROUNDS (rounds, default 150), EMBER_CRASH_SEED (replays a run; its
 // seed is printed), EMBER_CRASH_VERBOSE=1 (a line per page type and kind of damage).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -121,9 +120,8 @@ Row Store(Transaction* tx, const Table& t, const std::string& zcol, const MRow& 
       row.push_back(m[i].v);
       continue;
     }
-    std::unique_ptr<BlobWriter> w = VALUE_OR_FAIL(i + 1 == m.size() && !zcol.empty()
-                                                      ? tx->CreateBlob(t, zcol)
-                                                      : tx->CreateBlob());
+    std::unique_ptr<BlobWriter> w = VALUE_OR_FAIL(
+        i + 1 == m.size() && !zcol.empty() ? tx->CreateBlob(t, zcol) : tx->CreateBlob());
     REQUIRE_OK(w->Write(std::get<std::string>(m[i].v)));
     row.push_back(w->id());
   }
@@ -131,8 +129,8 @@ Row Store(Transaction* tx, const Table& t, const std::string& zcol, const MRow& 
 }
 
 MRow AcctRow(int64_t i, int gen) {
-  const std::string name = absl::StrCat("name-", (i + gen * 37) % 150, "-",
-                                        std::string(30 + (i * 7 + gen) % 40, 'x'));
+  const std::string name =
+      absl::StrCat("name-", (i + gen * 37) % 150, "-", std::string(30 + (i * 7 + gen) % 40, 'x'));
   std::string note = absl::StrCat("note ", i, " ", gen);
   if (i % 20 == 0) note = Bytes(i * 10 + gen, 1500);  // out of line (a quarter page and more)
   if (i % 7 == 0) note = Bytes(i * 10 + gen, 300);
@@ -312,7 +310,8 @@ absl::StatusOr<std::string> ReadBlob(Transaction* tx, BlobId id) {
   std::string out((*r)->size(), '\0');
   size_t at = 0;
   while (at < out.size()) {
-    absl::StatusOr<size_t> got = (*r)->Read(out.data() + at, std::min<size_t>(out.size() - at, 65536));
+    absl::StatusOr<size_t> got =
+        (*r)->Read(out.data() + at, std::min<size_t>(out.size() - at, 65536));
     if (!got.ok()) return got.status();
     if (*got == 0) return absl::InternalError("BLOB read short of its size");
     at += *got;
@@ -324,7 +323,7 @@ struct ReadPath {
   std::string name;
   std::string table;  // the table whose rows (or BLOBs) it reads
   std::function<absl::StatusOr<std::string>(Database*, Transaction*)> run;
-  std::string expected;     // its result on the undamaged file
+  std::string expected;      // its result on the undamaged file
   std::set<uint32_t> pages;  // the pages it read there, from an empty cache
 };
 
@@ -366,8 +365,8 @@ std::vector<ReadPath> MakePaths(const Model& m, const Rids& rids,
           });
     }
   }
-  for (const std::string ix : {"acct_id", "acct_k", "acct_name", "docs_id", "docs_title",
-                               "wide_id"}) {
+  for (const std::string ix :
+       {"acct_id", "acct_k", "acct_name", "docs_id", "docs_title", "wide_id"}) {
     table = ix.substr(0, ix.find('_'));
     for (bool desc : {false, true}) {
       add(absl::StrCat("index scan ", ix, desc ? " descending" : ""),
@@ -380,9 +379,7 @@ std::vector<ReadPath> MakePaths(const Model& m, const Rids& rids,
   }
   // Point ranges of the non-unique indexes: each reaches its leaves and the rows' pages.
   std::map<std::pair<std::string, std::string>, Value> keys;  // (index, key text) -> key
-  auto key = [&](const std::string& ix, const Value& v) {
-    keys[{ix, testing::ValueText(v)}] = v;
-  };
+  auto key = [&](const std::string& ix, const Value& v) { keys[{ix, testing::ValueText(v)}] = v; };
   for (const auto& [id, row] : m.at("acct")) {
     key("acct_k", row[1].v);
     if (id % 5 == 0) key("acct_name", row[2].v);
@@ -465,8 +462,8 @@ std::set<uint32_t> LiveCopies(const std::string& file) {
   std::vector<page::DwRecord> recs;
   uint64_t retired = 0;
   for (uint32_t i = 0; i < page::DoublewriteSlots(kPs); ++i) {
-    const auto* d = reinterpret_cast<const uint8_t*>(file.data()) +
-                    size_t{page::kDoublewriteFirst + i} * kPs;
+    const auto* d =
+        reinterpret_cast<const uint8_t*>(file.data()) + size_t{page::kDoublewriteFirst + i} * kPs;
     if (page::GetType(d) != page::PageType::kDoublewrite) continue;
     if (!page::VerifyPage(d, kPs, page::kDoublewriteFirst + i, nullptr).ok()) continue;
     absl::StatusOr<page::DwRecord> r = page::ReadDwRecord(d, kPs);
@@ -496,8 +493,8 @@ using testing::NamesPage;
 
 struct Base {
   std::string name;
-  std::string bytes;    // the file the damage goes into
-  std::string older;    // tears: the page versions before the last change ("" for flips)
+  std::string bytes;  // the file the damage goes into
+  std::string older;  // tears: the page versions before the last change ("" for flips)
   Options opts;
   std::set<uint32_t> open_pages;      // read by Open (beyond the doublewrite recovery)
   std::set<uint32_t> validate_pages;  // read by Validate from an empty cache
@@ -585,8 +582,9 @@ void Measure(const testing::ScratchDir& dir, Base* b, const Model& m, const Rids
 
 enum class Kind { kFlip, kTearProtected, kTearUnprotected };
 const char* KindName(Kind k) {
-  return k == Kind::kFlip ? "flip" : k == Kind::kTearProtected ? "tear (doublewrite on)"
-                                                                : "tear (doublewrite off)";
+  return k == Kind::kFlip            ? "flip"
+         : k == Kind::kTearProtected ? "tear (doublewrite on)"
+                                     : "tear (doublewrite off)";
 }
 
 struct Tally {
@@ -609,8 +607,10 @@ void Round(const testing::ScratchDir& dir, const Base& b, Kind kind, std::mt1993
   if (kind == Kind::kFlip) {
     const int n = 1 + static_cast<int>(rng() % 8);
     std::set<uint32_t> bits;
-    while (bits.size() < static_cast<size_t>(n)) bits.insert(static_cast<uint32_t>(rng() % (kPs * 8)));
-    for (uint32_t bit : bits) file[off + bit / 8] = static_cast<char>(file[off + bit / 8] ^ (1 << (bit % 8)));
+    while (bits.size() < static_cast<size_t>(n))
+      bits.insert(static_cast<uint32_t>(rng() % (kPs * 8)));
+    for (uint32_t bit : bits)
+      file[off + bit / 8] = static_cast<char>(file[off + bit / 8] ^ (1 << (bit % 8)));
     what = absl::StrCat(n, " bit(s) flipped");
   } else {
     size_t first = 0, last = kPs - 1;
@@ -659,8 +659,8 @@ void Round(const testing::ScratchDir& dir, const Base& b, Kind kind, std::mt1993
       problem("Open refused the file for a page it does not need: " + db.status().ToString());
     }
     if (table_damaged) {
-      problem("Open refused the file for a damaged pointer page of table " + damaged_table +
-              ": " + db.status().ToString());
+      problem("Open refused the file for a damaged pointer page of table " + damaged_table + ": " +
+              db.status().ToString());
     }
     return;
   }
@@ -672,8 +672,8 @@ void Round(const testing::ScratchDir& dir, const Base& b, Kind kind, std::mt1993
   } else {
     problem("Validate failed instead of listing the damage: " + r.status().ToString());
   }
-  const bool was_repaired =
-      std::find(rep.repaired_pages.begin(), rep.repaired_pages.end(), p) != rep.repaired_pages.end();
+  const bool was_repaired = std::find(rep.repaired_pages.begin(), rep.repaired_pages.end(), p) !=
+                            rep.repaired_pages.end();
   if (was_repaired) ++tally->repaired;
   if (repairable) {
     if (!was_repaired) problem("not repaired from its good copy");
@@ -742,9 +742,10 @@ void Round(const testing::ScratchDir& dir, const Base& b, Kind kind, std::mt1993
   }
 }
 
-TEST_CASE("corruption: bit flips and torn pages in every page type are repaired or DataLoss "
-          "naming the page and the rest stays readable",
-          "[crash][errors][doublewrite]") {
+TEST_CASE(
+    "corruption: bit flips and torn pages in every page type are repaired or DataLoss "
+    "naming the page and the rest stays readable",
+    "[crash][errors][doublewrite]") {
   const uint64_t seed = testing::AnnounceSeed("corruption", 0xc0447u);
   const uint64_t rounds = testing::EnvU64("EMBER_CORRUPT_ROUNDS", 150);
   testing::ScratchDir dir("ember-corrupt");
@@ -787,8 +788,15 @@ TEST_CASE("corruption: bit flips and torn pages in every page type are repaired 
     // Pages the change added to the file were zeros before (never written): a tear of one is
     // its first write cut short.
     older.resize(newer.size(), '\0');
-    bases.push_back({dw ? "tear, doublewrite on" : "tear, doublewrite off", std::move(newer),
-                     std::move(older), DbOptions(dw), {}, {}, {}, {}, {}});
+    bases.push_back({dw ? "tear, doublewrite on" : "tear, doublewrite off",
+                     std::move(newer),
+                     std::move(older),
+                     DbOptions(dw),
+                     {},
+                     {},
+                     {},
+                     {},
+                     {}});
     models.push_back(m);
     all_rids.push_back(r);
   }
@@ -817,8 +825,9 @@ TEST_CASE("corruption: bit flips and torn pages in every page type are repaired 
       x->paths_intact += t.paths_intact;
     }
     if (!problems.empty() && ++failed_rounds <= 10) {
-      std::string msg = absl::StrCat("seed ", seed, " round ", round, " (EMBER_CRASH_SEED=",
-                                     seed + round, " EMBER_CORRUPT_ROUNDS=1 replays it):");
+      std::string msg =
+          absl::StrCat("seed ", seed, " round ", round, " (EMBER_CRASH_SEED=", seed + round,
+                       " EMBER_CORRUPT_ROUNDS=1 replays it):");
       for (size_t i = 0; i < problems.size() && i < 8; ++i) msg += "\n  " + problems[i];
       if (problems.size() > 8) absl::StrAppend(&msg, "\n  ... ", problems.size() - 8, " more");
       FAIL_CHECK(msg);
@@ -827,15 +836,15 @@ TEST_CASE("corruption: bit flips and torn pages in every page type are repaired 
   if (testing::Verbosity() >= 1) {
     for (const auto& [key, t] : tallies) {
       testing::Report("[corrupt] ", key.first, " / ", key.second, ": ", t.rounds, " rounds, ",
-                        t.detected, " DataLoss, ", t.repaired, " repaired, ", t.open_refused,
-                        " open refused, ", t.unread, " unread");
+                      t.detected, " DataLoss, ", t.repaired, " repaired, ", t.open_refused,
+                      " open refused, ", t.unread, " unread");
     }
   }
   testing::Report("[corrupt] ", rounds, " rounds (seed ", seed, "): ", total.detected,
-                    " corruptions detected (DataLoss naming the page; ", total.open_refused,
-                    " of them by Open), ", total.repaired, " torn pages repaired, ", total.unread,
-                    " in pages nothing reads; ", total.paths_failed, " reads failed, ",
-                    total.paths_intact, " intact; ", failed_rounds, " round(s) failed");
+                  " corruptions detected (DataLoss naming the page; ", total.open_refused,
+                  " of them by Open), ", total.repaired, " torn pages repaired, ", total.unread,
+                  " in pages nothing reads; ", total.paths_failed, " reads failed, ",
+                  total.paths_intact, " intact; ", failed_rounds, " round(s) failed");
   CHECK(failed_rounds == 0);
 }
 

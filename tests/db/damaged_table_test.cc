@@ -6,7 +6,6 @@
 // across a reopen. Dropping the damaged table is how the rest is recovered: its pages become
 // unreachable, and Validate(free_unreachable) frees them once the walk is clean.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -79,8 +78,8 @@ Made MakeDb(const std::string& path) {
   Made m;
   auto tx = VALUE_OR_FAIL(db->Begin());
   for (int64_t i = 0; i < 300; ++i) {
-    const RecordId r = VALUE_OR_FAIL(tx->Insert(a, ARow(i, i == 5 ? StoreBlob(tx.get(), 'a')
-                                                              : BlobId{0})));
+    const RecordId r =
+        VALUE_OR_FAIL(tx->Insert(a, ARow(i, i == 5 ? StoreBlob(tx.get(), 'a') : BlobId{0})));
     if (i == 5) m.a_rec = r;
   }
   for (int64_t i = 0; i < 100; ++i) {
@@ -254,20 +253,21 @@ TEST_CASE("damaged table: a pointer page failing its checksum makes only its tab
   RunDamagedTable([](const std::string& path, const Made& m) { FlipByte(path, m.a_pp); });
 }
 
-TEST_CASE("damaged table: a resealed pointer page of another relation makes only its table "
-          "DataLoss",
-          "[errors][validate][damaged]") {
+TEST_CASE(
+    "damaged table: a resealed pointer page of another relation makes only its table "
+    "DataLoss",
+    "[errors][validate][damaged]") {
   RunDamagedTable([](const std::string& path, const Made& m) {
     Reseal(path, m.a_pp, /*relation=*/16, m.b_relation);
   });
 }
 
-TEST_CASE("damaged table: a resealed pointer page with the wrong sequence makes only its table "
-          "DataLoss",
-          "[errors][validate][damaged]") {
-  RunDamagedTable([](const std::string& path, const Made& m) {
-    Reseal(path, m.a_pp, /*sequence=*/20, 3);
-  });
+TEST_CASE(
+    "damaged table: a resealed pointer page with the wrong sequence makes only its table "
+    "DataLoss",
+    "[errors][validate][damaged]") {
+  RunDamagedTable(
+      [](const std::string& path, const Made& m) { Reseal(path, m.a_pp, /*sequence=*/20, 3); });
 }
 
 TEST_CASE("damaged table: the catalog's pointer page stays fatal", "[errors][damaged]") {

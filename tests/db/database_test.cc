@@ -1,8 +1,7 @@
 // Database-level tests: create / open / close, bad files and options, on-disk corruption, DDL
 // errors, configuration text, catalog persistence, large rows, every column type, validation.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -353,8 +352,8 @@ TEST_CASE("CreateTable errors", "[db]") {
   auto db = OpenOrFail(tmp.path(), CreateOptions());
   REQUIRE(db->CreateTable(ItemsSchema()).ok());
   REQUIRE(absl::IsAlreadyExists(db->CreateTable(ItemsSchema()).status()));
-  REQUIRE(absl::IsAlreadyExists(
-      db->CreateTable({"items", {{"other", ColumnType::kString}}}).status()));
+  REQUIRE(
+      absl::IsAlreadyExists(db->CreateTable({"items", {{"other", ColumnType::kString}}}).status()));
   auto dup = db->CreateTable(
       {"dup", {{"a", ColumnType::kInt64}, {"b", ColumnType::kString}, {"a", ColumnType::kDouble}}});
   REQUIRE(absl::IsInvalidArgument(dup.status()));
@@ -409,7 +408,8 @@ TEST_CASE("CreateIndex errors", "[db]") {
     auto found = VALUE_OR_FAIL(txn->Lookup(by_name, {std::string("new one")}));
     REQUIRE(found.has_value());
     REQUIRE(std::get<int64_t>(found->second[0]) == 999);
-    REQUIRE(absl::IsAlreadyExists(txn->Insert(t, Row{int64_t{1000}, std::string("item 7xxxxxxx"), 1.0}).status()));
+    REQUIRE(absl::IsAlreadyExists(
+        txn->Insert(t, Row{int64_t{1000}, std::string("item 7xxxxxxx"), 1.0}).status()));
     REQUIRE_OK(txn->Commit());
   }
   Index by_id = VALUE_OR_FAIL(db->CreateIndex({"ix_id", "items", {"id"}, /*unique=*/false}));
@@ -478,8 +478,8 @@ TEST_CASE("index entries of one key come in record order across record-number le
   for (int pass = 0; pass < 2; ++pass) {
     auto txn = VALUE_OR_FAIL(f.db->Begin());
     for (bool descending : {false, true}) {
-      auto rows = VALUE_OR_FAIL(testing::IndexRange(txn.get(), f.by_k, {int64_t{7}},
-                                                    {int64_t{7}}, descending));
+      auto rows = VALUE_OR_FAIL(
+          testing::IndexRange(txn.get(), f.by_k, {int64_t{7}}, {int64_t{7}}, descending));
       REQUIRE(rows.size() == kRows / 3);
       for (size_t i = 0; i < rows.size(); ++i) {
         const size_t want = descending ? 3 * (kRows / 3 - 1 - i) : 3 * i;
@@ -702,8 +702,7 @@ TEST_CASE("large bytes values are stored, updated and survive reopen", "[db]") {
     auto db = OpenOrFail(tmp.path(), CreateOptions(ps, 64));
     Table t = VALUE_OR_FAIL(db->CreateTable(schema));
     auto txn = VALUE_OR_FAIL(db->Begin());
-    expect = {Row{int64_t{1}, v100k, std::string("a")},
-              Row{int64_t{2}, v1m, std::string("b")},
+    expect = {Row{int64_t{1}, v100k, std::string("a")}, Row{int64_t{2}, v1m, std::string("b")},
               Row{int64_t{3}, std::string("small"), std::string("c")},
               Row{int64_t{4}, compressible, std::string("d")}};
     for (const Row& r : expect) ids.push_back(VALUE_OR_FAIL(txn->Insert(t, r)));
@@ -800,19 +799,35 @@ TEST_CASE("every column type and NULL round trips", "[db]") {
   std::mt19937_64 rng(3);
   const std::vector<Spec> specs = {
       {{int64_t{0}, 0.0, std::string(""), std::string(""), {}, int64_t{1}}, std::string()},
-      {{std::numeric_limits<int64_t>::min(), -0.0, std::string("a\0b", 3),
-        std::string("\0\0\xff\x01", 4), {}, int64_t{2}},
+      {{std::numeric_limits<int64_t>::min(),
+        -0.0,
+        std::string("a\0b", 3),
+        std::string("\0\0\xff\x01", 4),
+        {},
+        int64_t{2}},
        std::string("small blob")},
-      {{std::numeric_limits<int64_t>::max(), inf, std::string("héllo wörld"),
-        std::string(300, '\xff'), {}, int64_t{3}},
+      {{std::numeric_limits<int64_t>::max(),
+        inf,
+        std::string("héllo wörld"),
+        std::string(300, '\xff'),
+        {},
+        int64_t{3}},
        RandomBytes(rng, 20000)},
       {{int64_t{-1}, -inf, std::string(5000, 'q'), std::string(1, '\0'), {}, int64_t{4}},
        std::nullopt},
-      {{int64_t{42}, std::numeric_limits<double>::quiet_NaN(), std::string("nan row"),
-        std::string("x"), {}, int64_t{5}},
+      {{int64_t{42},
+        std::numeric_limits<double>::quiet_NaN(),
+        std::string("nan row"),
+        std::string("x"),
+        {},
+        int64_t{5}},
        std::string(1, '\0')},
-      {{int64_t{7}, std::numeric_limits<double>::denorm_min(), std::string("tiny"),
-        std::string("y"), {}, int64_t{6}},
+      {{int64_t{7},
+        std::numeric_limits<double>::denorm_min(),
+        std::string("tiny"),
+        std::string("y"),
+        {},
+        int64_t{6}},
        std::nullopt},
       {{std::monostate{}, std::monostate{}, std::monostate{}, std::monostate{}, {}, int64_t{7}},
        std::nullopt},
@@ -852,27 +867,28 @@ TEST_CASE("every column type and NULL round trips", "[db]") {
       }
       ids.push_back(VALUE_OR_FAIL(txn->Insert(t, r)));
     }
-    for (size_t i = 0; i < ids.size(); ++i) check(txn.get(), *VALUE_OR_FAIL(txn->Get(t, ids[i])), specs[i]);
+    for (size_t i = 0; i < ids.size(); ++i)
+      check(txn.get(), *VALUE_OR_FAIL(txn->Get(t, ids[i])), specs[i]);
     // Rows that do not fit the schema are refused.
-    REQUIRE(absl::IsInvalidArgument(
-        txn->Insert(t, Row{int64_t{1}, 1.0, std::string(), std::string(), BlobId{}, std::monostate{}})
-            .status()));  // NOT NULL
-    REQUIRE(absl::IsInvalidArgument(
-        txn->Insert(t, Row{std::string("x"), 1.0, std::string(), std::string(), BlobId{}, int64_t{1}})
-            .status()));  // wrong type
-    REQUIRE(absl::IsInvalidArgument(
-        txn->Insert(t, Row{int64_t{1}, int64_t{1}, std::string(), std::string(), BlobId{}, int64_t{1}})
-            .status()));  // int for double
+    REQUIRE(absl::IsInvalidArgument(txn->Insert(t, Row{int64_t{1}, 1.0, std::string(),
+                                                       std::string(), BlobId{}, std::monostate{}})
+                                        .status()));  // NOT NULL
+    REQUIRE(absl::IsInvalidArgument(txn->Insert(t, Row{std::string("x"), 1.0, std::string(),
+                                                       std::string(), BlobId{}, int64_t{1}})
+                                        .status()));  // wrong type
+    REQUIRE(absl::IsInvalidArgument(txn->Insert(t, Row{int64_t{1}, int64_t{1}, std::string(),
+                                                       std::string(), BlobId{}, int64_t{1}})
+                                        .status()));  // int for double
     REQUIRE(absl::IsInvalidArgument(
         txn->Insert(t, Row{int64_t{1}, 1.0, std::string(), int64_t{2}, BlobId{}, int64_t{1}})
             .status()));  // int for bytes
-    REQUIRE(absl::IsInvalidArgument(
-        txn->Insert(t, Row{int64_t{1}, 1.0, std::string(), std::string(), std::string("b"), int64_t{1}})
-            .status()));  // string for BLOB
+    REQUIRE(absl::IsInvalidArgument(txn->Insert(t, Row{int64_t{1}, 1.0, std::string(),
+                                                       std::string(), std::string("b"), int64_t{1}})
+                                        .status()));                             // string for BLOB
     REQUIRE(absl::IsInvalidArgument(txn->Insert(t, Row{int64_t{1}}).status()));  // arity
-    REQUIRE(absl::IsInvalidArgument(
-        txn->Update(t, ids[0], Row{int64_t{1}, 1.0, std::string(), std::string(), BlobId{},
-                                   std::monostate{}})));
+    REQUIRE(absl::IsInvalidArgument(txn->Update(
+        t, ids[0],
+        Row{int64_t{1}, 1.0, std::string(), std::string(), BlobId{}, std::monostate{}})));
     auto all = VALUE_OR_FAIL(testing::ScanAll(txn.get(), t));
     REQUIRE(all.size() == specs.size());
     REQUIRE_OK(txn->Commit());
@@ -889,19 +905,20 @@ TEST_CASE("every column type and NULL round trips", "[db]") {
     check(txn.get(), *r, specs[i]);
   }
   // Update every value of a row to NULL and back.
-  Row nulls{std::monostate{}, std::monostate{}, std::monostate{}, std::monostate{}, std::monostate{},
-            int64_t{0}};
+  Row nulls{std::monostate{}, std::monostate{}, std::monostate{},
+            std::monostate{}, std::monostate{}, int64_t{0}};
   REQUIRE_OK(txn->Update(t, ids[2], nulls));
   REQUIRE(SameRow(*VALUE_OR_FAIL(txn->Get(t, ids[2])), nulls));
   REQUIRE_OK(txn->Commit());
   txn.reset();
   auto t2 = VALUE_OR_FAIL(db->Begin());
   REQUIRE(SameRow(*VALUE_OR_FAIL(t2->Get(t, ids[2])), nulls));
-  REQUIRE_OK(t2->Update(t, ids[1], Row{int64_t{5}, 2.5, std::string("s"), std::string("b"),
-                                       std::monostate{}, int64_t{9}}));
-  REQUIRE(SameRow(*VALUE_OR_FAIL(t2->Get(t, ids[1])),
-                  Row{int64_t{5}, 2.5, std::string("s"), std::string("b"), std::monostate{},
-                      int64_t{9}}));
+  REQUIRE_OK(t2->Update(
+      t, ids[1],
+      Row{int64_t{5}, 2.5, std::string("s"), std::string("b"), std::monostate{}, int64_t{9}}));
+  REQUIRE(SameRow(
+      *VALUE_OR_FAIL(t2->Get(t, ids[1])),
+      Row{int64_t{5}, 2.5, std::string("s"), std::string("b"), std::monostate{}, int64_t{9}}));
   REQUIRE_OK(t2->Commit());
   t2.reset();
   RequireValidateClean(db.get());
@@ -940,9 +957,9 @@ TEST_CASE("Validate is clean after a mix of work, and frees unreachable pages", 
     auto txn = VALUE_OR_FAIL(db->Begin());
     for (size_t i = static_cast<size_t>(round); i < ids.size(); i += 7) {
       absl::Status s = txn->Update(
-          t, ids[i], Row{static_cast<int64_t>(i) + 1,
-                         std::string(static_cast<size_t>(rng() % 400), 'u'),
-                         static_cast<double>(rng() % 50)});
+          t, ids[i],
+          Row{static_cast<int64_t>(i) + 1, std::string(static_cast<size_t>(rng() % 400), 'u'),
+              static_cast<double>(rng() % 50)});
       if (!absl::IsNotFound(s)) REQUIRE_OK(s);
     }
     if (round % 2 == 1) {

@@ -3,9 +3,8 @@
 // a dropped or inactive index), that the pages go back to the free list once no snapshot can
 // read them (and are reused), that the catalog keeps the result across a reopen and a crash,
 // and that Validate stays clean throughout.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,8 +40,8 @@ Table MakeTable(Database* db, const std::string& name, int rows) {
   REQUIRE_OK(db->CreateIndex({name + "_k", name, {"k"}, false}).status());
   auto txn = VALUE_OR_FAIL(db->Begin());
   for (int i = 0; i < rows; ++i) {
-    const std::string v = i % 10 == 0 ? std::string(20000, static_cast<char>('a' + i % 26))
-                                      : absl::StrCat("row ", i);
+    const std::string v =
+        i % 10 == 0 ? std::string(20000, static_cast<char>('a' + i % 26)) : absl::StrCat("row ", i);
     REQUIRE_OK(txn->Insert(t, {int64_t{i}, int64_t{i % 7}, v}).status());
   }
   REQUIRE_OK(txn->Commit());
@@ -232,8 +231,7 @@ TEST_CASE("SetIndexActive: inactive drops the tree, active rebuilds it", "[ddl]"
   CHECK(PageCount(f.db.get()) <= pages + 16);
 }
 
-TEST_CASE("SetIndexActive(true) over duplicate keys fails and the index stays inactive",
-          "[ddl]") {
+TEST_CASE("SetIndexActive(true) over duplicate keys fails and the index stays inactive", "[ddl]") {
   TableDb f;
   REQUIRE_OK(f.db->SetIndexActive("t_id", false));
   {
@@ -244,8 +242,7 @@ TEST_CASE("SetIndexActive(true) over duplicate keys fails and the index stays in
   }
   CHECK(IsError(f.db->SetIndexActive("t_id", true), absl::StatusCode::kAlreadyExists, "t_id"));
   auto r = VALUE_OR_FAIL(f.db->Begin());
-  CHECK(IsError(r->Lookup(f.by_id, {int64_t{7}}).status(),
-                absl::StatusCode::kFailedPrecondition));
+  CHECK(IsError(r->Lookup(f.by_id, {int64_t{7}}).status(), absl::StatusCode::kFailedPrecondition));
   REQUIRE_OK(r->Commit());
   RequireValidNoOrphans(f.db.get(), "after the failed activation");
   // Fix the data and try again.

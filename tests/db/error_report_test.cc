@@ -5,7 +5,6 @@
 // walk found errors; cleanup that fails in a Commit that is durable anyway is reported, and the
 // Commit still says the transaction is committed.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "ember/ember.h"
@@ -44,9 +43,10 @@ RecordId InsertCommitted(Database* db, const Table& t, Row row) {
   return id;
 }
 
-TEST_CASE("errors: the background collector's error reaches stats, CollectGarbage and Close, "
-          "and its page is retried",
-          "[errors][gc]") {
+TEST_CASE(
+    "errors: the background collector's error reaches stats, CollectGarbage and Close, "
+    "and its page is retried",
+    "[errors][gc]") {
   TableDb f(BackgroundGc());
   db::DatabaseImpl* impl = Impl(f.db.get());
   const RecordId id = InsertCommitted(f.db.get(), f.t, {int64_t{1}, int64_t{10}, std::string("a")});

@@ -6,10 +6,9 @@
 // room collection frees is used again; and a concurrent mix of writers, readers and the
 // collector leaves a valid database with the right values (also meant for ThreadSanitizer).
 // No assertion depends on speed: the background tests poll with a generous deadline.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
 #include <random>
@@ -194,7 +193,8 @@ TEST_CASE("gc: old versions stay while a snapshot needs them, then go with their
 
   auto r = f.Begin();
   // No entries for the old keys: ids 1..3100 except the current 3001..3100, k < 300.
-  CHECK(VALUE_OR_FAIL(testing::IndexRange(r.get(), f.by_id, {int64_t{0}}, {int64_t{3000}})).empty());
+  CHECK(
+      VALUE_OR_FAIL(testing::IndexRange(r.get(), f.by_id, {int64_t{0}}, {int64_t{3000}})).empty());
   CHECK(VALUE_OR_FAIL(testing::IndexRange(r.get(), f.by_k, {int64_t{0}}, {int64_t{299}})).empty());
   f.Verify(r.get(), m3, "after collection");
   REQUIRE_OK(r->Commit());
@@ -249,7 +249,7 @@ TEST_CASE("gc: dead versions of a no_savepoint rollback are backed out, index en
           "[gc]") {
   const GcPolicy policy = GENERATE(GcPolicy::kCooperative, GcPolicy::kBackground);
   INFO("policy " << (policy == GcPolicy::kCooperative ? "cooperative (CollectGarbage)"
-                                                       : "background"));
+                                                      : "background"));
   Fixture f(policy);
   Model m = f.Seed(50);
   {
@@ -260,8 +260,8 @@ TEST_CASE("gc: dead versions of a no_savepoint rollback are backed out, index en
     for (const auto& [rec, r] : m) {
       ++n;
       Row nr = r;
-      if (n <= 20) nr[2] = std::string("value only");           // keys unchanged
-      else if (n <= 30) nr[1] = int64_t{500 + n};               // k changed, id unchanged
+      if (n <= 20) nr[2] = std::string("value only");  // keys unchanged
+      else if (n <= 30) nr[1] = int64_t{500 + n};      // k changed, id unchanged
       else if (n <= 35) nr = Row{IdOf(r) + 700, int64_t{600}, std::string("both")};
       else if (n <= 40) {
         REQUIRE_OK(txn->Delete(f.t, RecordId{rec}));
@@ -281,7 +281,8 @@ TEST_CASE("gc: dead versions of a no_savepoint rollback are backed out, index en
     REQUIRE_OK(f.db->CollectGarbage());
   } else {
     // The rollback handed its pages to the collector: wait (generously) for it.
-    REQUIRE(WaitFor([&] { return f.Stats().dead_versions == 0 && f.db->stats().gc_pages_queued == 0; }));
+    REQUIRE(WaitFor(
+        [&] { return f.Stats().dead_versions == 0 && f.db->stats().gc_pages_queued == 0; }));
   }
   const TableStats st = f.Stats();
   CHECK(st.dead_versions == 0);
@@ -308,7 +309,8 @@ TEST_CASE("gc: a dead version overwritten by a later writer leaves no index entr
     TransactionOptions o;
     o.no_savepoint = true;
     auto txn = f.Begin(o);
-    REQUIRE_OK(txn->Update(f.t, RecordId{rec}, Row{int64_t{555}, int64_t{77}, std::string("dead")}));
+    REQUIRE_OK(
+        txn->Update(f.t, RecordId{rec}, Row{int64_t{555}, int64_t{77}, std::string("dead")}));
     REQUIRE_OK(txn->Rollback());
   }
   REQUIRE(f.Stats().dead_versions == 1);
@@ -351,7 +353,8 @@ TEST_CASE("gc: the background collector collects after commit", "[gc]") {
   CHECK(st.records == 100);
   auto r = f.Begin();
   f.Verify(r.get(), m, "after background collection");
-  CHECK(VALUE_OR_FAIL(testing::IndexRange(r.get(), f.by_id, {int64_t{0}}, {int64_t{5000}})).empty());
+  CHECK(
+      VALUE_OR_FAIL(testing::IndexRange(r.get(), f.by_id, {int64_t{0}}, {int64_t{5000}})).empty());
   REQUIRE_OK(r->Commit());
   ValidationReport rep = f.RequireValid();
   CHECK(rep.index_entries == 200);
@@ -373,7 +376,9 @@ Orphans CountOrphans(Database* db, const Table& t) {
   std::vector<std::string> errors;
   std::vector<page::PageNo> pages;
   uint64_t versions = 0;
-  REQUIRE(rel->Check(&errors, &pages, [](uint64_t) {}, &versions, nullptr).ok());
+  REQUIRE(rel->Check(
+                 &errors, &pages, [](uint64_t) {}, &versions, nullptr)
+              .ok());
   REQUIRE(errors.empty());
   std::sort(pages.begin(), pages.end());
   pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
@@ -569,8 +574,10 @@ TEST_CASE("gc: counters count garbage collection only", "[gc]") {
 // id A had, so A's entry (id, A) now leads to a committed back version with that id. An insert
 // of the id that checks uniqueness then read that line as record A (ForEachVersion did not ask
 // whether the line was a record) and reported a duplicate.
-TEST_CASE("gc: an index entry not dropped yet, to a line another record's back version took, "
-          "is no duplicate", "[gc]") {
+TEST_CASE(
+    "gc: an index entry not dropped yet, to a line another record's back version took, "
+    "is no duplicate",
+    "[gc]") {
   Fixture f(GcPolicy::kCooperative);
   auto* impl = static_cast<db::DatabaseImpl*>(f.db.get());
   internal::TableState* ts = internal::TableState::From(f.t);
@@ -638,8 +645,10 @@ TEST_CASE("gc: an index entry not dropped yet, to a line another record's back v
   f.RequireValid();
 }
 
-TEST_CASE("gc: collecting a deleted record while an insert reuses its number keeps the new "
-          "record's index entries", "[gc][concurrency]") {
+TEST_CASE(
+    "gc: collecting a deleted record while an insert reuses its number keeps the new "
+    "record's index entries",
+    "[gc][concurrency]") {
   // Collection removes a deleted record (its line becomes free) and then drops the index
   // entries of its versions. An insert that takes the freed line (same record number) and adds
   // the same keys in between finds the entries present (AlreadyExists is fine for it); the
@@ -815,7 +824,8 @@ TEST_CASE("gc: writers, readers and the background collector together", "[gc][co
           errors.Add("reader Begin: " + txn.status().ToString());
           return;
         }
-        absl::StatusOr<std::vector<std::pair<RecordId, Row>>> scan = testing::ScanAll(txn->get(), f.t);
+        absl::StatusOr<std::vector<std::pair<RecordId, Row>>> scan =
+            testing::ScanAll(txn->get(), f.t);
         if (!scan.ok()) {
           errors.Add("reader scan: " + scan.status().ToString());
           return;
@@ -851,7 +861,8 @@ TEST_CASE("gc: writers, readers and the background collector together", "[gc][co
         if (!hit.ok() || !hit->has_value() || (*hit)->first != rid0) {
           errors.Add(absl::StrCat("reader ", rd, ": lookup of id ", IdOf(row0), " failed"));
         }
-        if (absl::Status c = (*txn)->Commit(); !c.ok()) errors.Add("reader commit: " + c.ToString());
+        if (absl::Status c = (*txn)->Commit(); !c.ok())
+          errors.Add("reader commit: " + c.ToString());
         reads.fetch_add(1);
       }
     });

@@ -4,9 +4,8 @@
 // keys, and versions of committed, active and rolled-back transactions; unique violations leave
 // nothing behind; Validate is clean after every build; writers of other tables are not held up
 // by a build, and the table's own writers are (and their changes reach the new index).
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <random>
 #include <string>
@@ -69,7 +68,8 @@ struct Fixture {
       Row r{id};
       const uint64_t x = rng() % 100;
       if (x < 10) r.push_back(std::monostate{});
-      else if (x < 15) r.push_back(std::string(200 + rng() % 500, static_cast<char>('a' + rng() % 3)));
+      else if (x < 15)
+        r.push_back(std::string(200 + rng() % 500, static_cast<char>('a' + rng() % 3)));
       else r.push_back(absl::StrCat("w", rng() % (rows / 4 + 1)));
       r.push_back(x < 20 ? Value(std::monostate{}) : Value(static_cast<int64_t>(rng() % 50)));
       r.push_back(std::string(rng() % 30, 'z'));
@@ -78,7 +78,8 @@ struct Fixture {
     std::vector<RecordId> rids;
     {
       auto txn = VALUE_OR_FAIL(db->Begin());
-      for (int64_t id = 0; id < rows; ++id) rids.push_back(VALUE_OR_FAIL(txn->Insert(t, value(id))));
+      for (int64_t id = 0; id < rows; ++id)
+        rids.push_back(VALUE_OR_FAIL(txn->Insert(t, value(id))));
       REQUIRE_OK(txn->Commit());
     }
     {  // updates (back versions with other keys) and deletes, committed
@@ -125,8 +126,10 @@ TEST_CASE("index build: the bulk build makes exactly the entries of the build by
     bulk.workers = workers;
     IndexBuildOptions inserts;
     inserts.method = IndexBuildOptions::Method::kInsert;
-    Index x = VALUE_OR_FAIL(f.db->CreateIndex({"bulk_" + cols, "t", shape.columns, shape.unique}, bulk));
-    Index y = VALUE_OR_FAIL(f.db->CreateIndex({"ins_" + cols, "t", shape.columns, shape.unique}, inserts));
+    Index x =
+        VALUE_OR_FAIL(f.db->CreateIndex({"bulk_" + cols, "t", shape.columns, shape.unique}, bulk));
+    Index y = VALUE_OR_FAIL(
+        f.db->CreateIndex({"ins_" + cols, "t", shape.columns, shape.unique}, inserts));
     const auto bulk_entries = TreeEntries(x);
     REQUIRE(bulk_entries.size() >= 2500);
     REQUIRE(bulk_entries == TreeEntries(y));
@@ -291,9 +294,8 @@ TEST_CASE("index build: a read error in one worker cancels the build and changes
     io::FaultFile* ff = fdb.ff;
     std::unique_ptr<db::DatabaseImpl>& d = fdb.db;
     Database* db = d.get();
-    Table t = VALUE_OR_FAIL(db->CreateTable({"t",
-                                            {{"id", ColumnType::kInt64, false},
-                                             {"name", ColumnType::kString}}}));
+    Table t = VALUE_OR_FAIL(
+        db->CreateTable({"t", {{"id", ColumnType::kInt64, false}, {"name", ColumnType::kString}}}));
     {
       auto txn = VALUE_OR_FAIL(db->Begin());
       for (int64_t i = 0; i < 30000; ++i) {

@@ -3,7 +3,6 @@
 // value just over the maximum, one between the maximum and the size at which values go out of
 // line, and one stored out of line.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "ember/ember.h"
@@ -22,8 +21,8 @@ TEST_CASE("key size: the maximum is readable and keys over it are refused cleanl
   auto db = testing::OpenOrFail(tmp.path(), testing::CreateOptions(ps, 128));
   const uint32_t max = db->max_key_size();
   CHECK(max == (ps == 4096 ? 789u : 1608u));  // as database.h states
-  Table t = VALUE_OR_FAIL(db->CreateTable(
-      {"s", {{"id", ColumnType::kInt64, false}, {"name", ColumnType::kString}}}));
+  Table t = VALUE_OR_FAIL(
+      db->CreateTable({"s", {{"id", ColumnType::kInt64, false}, {"name", ColumnType::kString}}}));
   Index by_name = VALUE_OR_FAIL(db->CreateIndex({"s_name", "s", {"name"}, true}));
   // A string key column takes 3 bytes besides its own (no zero bytes here).
   const std::string longest(max - 3, 'k');
@@ -63,15 +62,16 @@ TEST_CASE("key size: the maximum is readable and keys over it are refused cleanl
 
 TEST_CASE("key size: an index built over rows with a key too long is refused and leaves nothing",
           "[keysize][index]") {
-  const auto method = GENERATE(IndexBuildOptions::Method::kBulk, IndexBuildOptions::Method::kInsert);
+  const auto method =
+      GENERATE(IndexBuildOptions::Method::kBulk, IndexBuildOptions::Method::kInsert);
   CAPTURE(static_cast<int>(method));
   IndexBuildOptions build;
   build.method = method;
   testing::TempDb tmp;
   auto db = testing::OpenOrFail(tmp.path(), testing::CreateOptions(4096, 128));
   const uint32_t max = db->max_key_size();
-  Table t = VALUE_OR_FAIL(db->CreateTable(
-      {"s", {{"id", ColumnType::kInt64, false}, {"name", ColumnType::kString}}}));
+  Table t = VALUE_OR_FAIL(
+      db->CreateTable({"s", {{"id", ColumnType::kInt64, false}, {"name", ColumnType::kString}}}));
   // Just over as a key (3 + max + 1 bytes), and long enough to be stored out of line (a BLOB
   // id in the record, which must not be taken for the key).
   const size_t len = GENERATE_COPY(size_t{max + 1}, size_t{4096 / 4 + 10});

@@ -21,9 +21,8 @@
 //
 //   EMBER_MODEL_OPS=n    number of operations (default 5000)
 //   EMBER_MODEL_SEED=s   replay a given seed (printed on failure)
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <deque>
 #include <map>
@@ -204,9 +203,11 @@ class ModelRunner {
   }
 
   Row RandomRow() {
-    Value k = rng_() % 10 == 0 ? Value(std::monostate{}) : Value(static_cast<int64_t>(rng_() % 60) - 10);
-    Value d = rng_() % 4 == 0 ? Value(std::monostate{})
-                              : Value(static_cast<double>(static_cast<int64_t>(rng_() % 20001) - 10000) / 8.0);
+    Value k =
+        rng_() % 10 == 0 ? Value(std::monostate{}) : Value(static_cast<int64_t>(rng_() % 60) - 10);
+    Value d = rng_() % 4 == 0
+                  ? Value(std::monostate{})
+                  : Value(static_cast<double>(static_cast<int64_t>(rng_() % 20001) - 10000) / 8.0);
     return {static_cast<int64_t>(next_id_++), k, RandomString(), d};
   }
 
@@ -224,7 +225,8 @@ class ModelRunner {
   }
 
   Value RandomKey() {
-    return rng_() % 10 == 0 ? Value(std::monostate{}) : Value(static_cast<int64_t>(rng_() % 64) - 12);
+    return rng_() % 10 == 0 ? Value(std::monostate{})
+                            : Value(static_cast<int64_t>(rng_() % 64) - 12);
   }
 
   // ----------------------------------------------------------------- writes
@@ -247,9 +249,12 @@ class ModelRunner {
     if (!rec) return Insert();
     Row row = working_[*rec];
     switch (rng_() % 4) {
-      case 0: row[1] = RandomKey(); break;                 // key only
-      case 1: row[2] = RandomString(); break;              // body only
-      case 2: row[3] = rng_() % 2 ? Value(std::monostate{}) : Value(1.0 / static_cast<double>(1 + rng_() % 100)); break;
+      case 0: row[1] = RandomKey(); break;     // key only
+      case 1: row[2] = RandomString(); break;  // body only
+      case 2:
+        row[3] = rng_() % 2 ? Value(std::monostate{})
+                            : Value(1.0 / static_cast<double>(1 + rng_() % 100));
+        break;
       default: {
         Row fresh = RandomRow();
         fresh[0] = row[0];
@@ -266,7 +271,8 @@ class ModelRunner {
     Transaction* w = Writer();
     std::optional<uint64_t> rec = PickRecord(working_, /*live_only=*/false);
     uint64_t target = rec.value_or(0);
-    if (working_.count(target)) target = (working_.empty() ? 0 : working_.rbegin()->first) + 1 + rng_() % 3;
+    if (working_.count(target))
+      target = (working_.empty() ? 0 : working_.rbegin()->first) + 1 + rng_() % 3;
     if (working_.count(target)) return;
     Note("update/delete missing " + std::to_string(target));
     REQUIRE(absl::IsNotFound(w->Update(table_, RecordId{target}, RandomRow())));
@@ -627,9 +633,7 @@ class ModelRunner {
       }
       case 1: row.b = RandomBlobBytes(); break;  // replace the BLOB
       case 2: row.b.reset(); break;              // drop it
-      default:
-        row.u = RandomUnique();
-        row.b = RandomBlobBytes();
+      default: row.u = RandomUnique(); row.b = RandomBlobBytes();
     }
     return XWrite(rec, row, keep);
   }
@@ -679,8 +683,9 @@ class ModelRunner {
       // Mostly a known one; "" (a savepoint that lost its name) is no name: NotFound.
       name = savepoints_[rng_() % savepoints_.size()].first;
     }
-    auto named = std::find_if(savepoints_.rbegin(), savepoints_.rend(),
-                              [&](const auto& sp) { return !sp.first.empty() && sp.first == name; });
+    auto named = std::find_if(savepoints_.rbegin(), savepoints_.rend(), [&](const auto& sp) {
+      return !sp.first.empty() && sp.first == name;
+    });
     if (r < 4) {
       Note("savepoint " + name);
       REQUIRE_OK(w->Savepoint(name));
@@ -819,8 +824,8 @@ class ModelRunner {
   std::unique_ptr<Transaction> reader_;  // snapshot
   std::unique_ptr<Transaction> rc_;      // read committed, read-only
   Model committed_;
-  Model working_;       // the writer's view while it is active
-  Model reader_model_;  // the snapshot reader's view
+  Model working_;                                 // the writer's view while it is active
+  Model reader_model_;                            // the snapshot reader's view
   XModel xcommitted_, xworking_, xreader_model_;  // the same for table x
   // The writer's savepoints, oldest first: name ("" once a newer one took it) and the state at
   // its creation.

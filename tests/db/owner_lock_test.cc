@@ -2,14 +2,13 @@
 // Unavailable, from this process (by any path) or from another one; the lock goes with Close,
 // with the handle's destruction, with an Open that fails after taking it, and with a holder
 // killed by SIGKILL.
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <memory>
 #include <string>

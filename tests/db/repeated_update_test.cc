@@ -2,9 +2,8 @@
 // application's loop over its working set): the version chains stay whole while full pages
 // make room for growing heads by moving back versions to secondary pages, every row reads back
 // as last written, and Validate is clean after every pass, after the commit and after a reopen.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -31,8 +30,8 @@ struct Tst {
 
   explicit Tst(int64_t rows, Options o = CreateOptions(4096, 2048)) : opts(std::move(o)) {
     db = OpenOrFail(tmp.path(), opts);
-    t = VALUE_OR_FAIL(db->CreateTable(
-        {"tst", {{"id", ColumnType::kInt64, false}, {"val", ColumnType::kInt64}}}));
+    t = VALUE_OR_FAIL(
+        db->CreateTable({"tst", {{"id", ColumnType::kInt64, false}, {"val", ColumnType::kInt64}}}));
     REQUIRE_OK(db->CreateIndex({"tst_val", "tst", {"val"}, false}).status());
     auto txn = VALUE_OR_FAIL(db->Begin());
     for (int64_t id = 0; id < rows; ++id) {
@@ -92,9 +91,10 @@ struct Tst {
   }
 };
 
-TEST_CASE("repeated updates: back versions moved off a full page keep every chain through them "
-          "whole (chains that run from a secondary page back to the primary one)",
-          "[db][update]") {
+TEST_CASE(
+    "repeated updates: back versions moved off a full page keep every chain through them "
+    "whole (chains that run from a secondary page back to the primary one)",
+    "[db][update]") {
   const bool no_savepoint = GENERATE(false, true);
   const uint64_t seed = GENERATE(42, 7);
   INFO("no_savepoint " << no_savepoint << " seed " << seed);
@@ -140,9 +140,10 @@ TEST_CASE("repeated updates: rollback after many passes over a working set resto
 
 // Page writes before the commit, by the whole database (the cooperative policy: no collector
 // thread writing pages of its own meanwhile) and by the transaction's counters.
-TEST_CASE("repeated updates: a transaction whose pages fit in the cache writes nothing before "
-          "its commit",
-          "[db][update][exhaustive]") {
+TEST_CASE(
+    "repeated updates: a transaction whose pages fit in the cache writes nothing before "
+    "its commit",
+    "[db][update][exhaustive]") {
   struct Layout {
     const char* name;
     int64_t rows;  // the working set is the whole table
@@ -223,9 +224,10 @@ TEST_CASE("repeated updates: a transaction whose pages fit in the cache writes n
 // version in place leaves the old fragments unreachable. A rolled-back transaction that did so
 // many times writes nothing at its end, and the fragments it left are freed by the collection
 // of its versions, so rolling such transactions back again and again does not grow the file.
-TEST_CASE("repeated updates: fragments left by rolled-back transactions are freed by the "
-          "collection, writing nothing at the rollback",
-          "[db][update]") {
+TEST_CASE(
+    "repeated updates: fragments left by rolled-back transactions are freed by the "
+    "collection, writing nothing at the rollback",
+    "[db][update]") {
   const bool no_savepoint = GENERATE(true, false);
   INFO("no_savepoint " << no_savepoint);
   Options o = CreateOptions(4096, 2048);

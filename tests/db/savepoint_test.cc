@@ -5,9 +5,8 @@
 // savepoint name reuse, unknown names, a full rollback leaving no versions and letting the OIT
 // advance, no_savepoint (savepoints refused, doomed transactions, dead versions), undo log
 // statistics and spilling, a reopen after rollbacks, and a rollback whose undo fails.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
 #include <random>
@@ -205,7 +204,8 @@ TEST_CASE("savepoint: nested savepoints, release and rollback-to, rows checked e
   Model m = base;
 
   // Level 0 (transaction): value, key and id changes, a delete, inserts.
-  for (int64_t id = 1; id <= 5; ++id) f.Upd(txn.get(), m, id, id, id % 7, "t0-" + std::to_string(id));
+  for (int64_t id = 1; id <= 5; ++id)
+    f.Upd(txn.get(), m, id, id, id % 7, "t0-" + std::to_string(id));
   for (int64_t id = 6; id <= 8; ++id) f.Upd(txn.get(), m, id, id, 100 + id, "k0");
   f.Del(txn.get(), m, 9);
   f.Ins(txn.get(), m, 101, 1, "n101");
@@ -215,8 +215,9 @@ TEST_CASE("savepoint: nested savepoints, release and rollback-to, rows checked e
   f.Verify(txn.get(), m, "level 0");
 
   REQUIRE_OK(txn->Savepoint("A"));
-  for (int64_t id = 1; id <= 3; ++id) f.Upd(txn.get(), m, id, id, id % 7, "A-" + std::to_string(id));
-  f.Upd(txn.get(), m, 6, 6, 200, "A6");       // own version, key changed again
+  for (int64_t id = 1; id <= 3; ++id)
+    f.Upd(txn.get(), m, id, id, id % 7, "A-" + std::to_string(id));
+  f.Upd(txn.get(), m, 6, 6, 200, "A6");         // own version, key changed again
   f.Upd(txn.get(), m, 10, 110, 10 % 7, "A10");  // unique key changed
   f.Upd(txn.get(), m, 11, 11, 4, "A11");        // committed row, key changed
   f.Del(txn.get(), m, 101);                     // own insert deleted
@@ -228,11 +229,11 @@ TEST_CASE("savepoint: nested savepoints, release and rollback-to, rows checked e
 
   REQUIRE_OK(txn->Savepoint("B"));
   f.Upd(txn.get(), m, 1, 1, 1, "B1");
-  f.Upd(txn.get(), m, 110, 10, 3, "B10");   // id back to its committed value
+  f.Upd(txn.get(), m, 110, 10, 3, "B10");  // id back to its committed value
   f.Del(txn.get(), m, 2);
   f.Ins(txn.get(), m, 106, 6, "n106");
   f.Upd(txn.get(), m, 104, 104, 9, "B104");
-  f.Ins(txn.get(), m, 9, 9, "id 9 again");  // the id deleted at level 0
+  f.Ins(txn.get(), m, 9, 9, "id 9 again");     // the id deleted at level 0
   f.Ins(txn.get(), m, 12, 12, "id 12 again");  // the id deleted in A
   f.Upd(txn.get(), m, 13, 13, 5, "B13");
   const Model m2 = m;
@@ -454,8 +455,7 @@ TEST_CASE("savepoint: a failing RunStatement undoes exactly its changes", "[save
   REQUIRE_OK(txn->Commit());
 }
 
-TEST_CASE("savepoint: a unique violation in a single call undoes just that call",
-          "[savepoint]") {
+TEST_CASE("savepoint: a unique violation in a single call undoes just that call", "[savepoint]") {
   Fixture f;
   Model m = f.Seed(10);
   auto txn = f.Begin();
@@ -497,7 +497,8 @@ TEST_CASE("savepoint: a unique violation in a single call undoes just that call"
     REQUIRE_OK(txn->RunStatement([&]() -> absl::Status {
       f.Upd(txn.get(), in_stmt, 9, 9, 90, "stmt");
       absl::Status s = txn->Update(f.t, RecordId{Fixture::RecOf(in_stmt, 9)}, MakeRow(10, 91, "x"));
-      if (!absl::IsAlreadyExists(s)) return absl::InternalError("expected a duplicate: " + s.ToString());
+      if (!absl::IsAlreadyExists(s))
+        return absl::InternalError("expected a duplicate: " + s.ToString());
       return absl::OkStatus();
     }));
     f.Verify(txn.get(), in_stmt, "statement kept its good change");
@@ -541,8 +542,7 @@ TEST_CASE("savepoint: reusing a name replaces the savepoint", "[savepoint]") {
   REQUIRE_OK(r->Commit());
 }
 
-TEST_CASE("savepoint: reusing a name makes the older one unnamed, later ones stay",
-          "[savepoint]") {
+TEST_CASE("savepoint: reusing a name makes the older one unnamed, later ones stay", "[savepoint]") {
   // transaction.h: creating a savepoint with an existing name makes the older one unnamed; the
   // savepoints made after it are untouched.
   Fixture f;
@@ -580,8 +580,7 @@ TEST_CASE("savepoint: unknown names are NotFound and change nothing", "[savepoin
   REQUIRE(IsError(txn->RollbackToSavepoint("x"), absl::StatusCode::kFailedPrecondition));
 }
 
-TEST_CASE("savepoint: a full rollback leaves no versions and lets the OIT advance",
-          "[savepoint]") {
+TEST_CASE("savepoint: a full rollback leaves no versions and lets the OIT advance", "[savepoint]") {
   Options o = testing::CreateOptions(4096, 128);
   o.gc_policy = GcPolicy::kCooperative;  // nothing collects behind the test's back
   Fixture f(o);
@@ -624,8 +623,10 @@ TEST_CASE("savepoint: a full rollback leaves no versions and lets the OIT advanc
   CHECK(rep.index_entries == 2 * base.size());
 }
 
-TEST_CASE("savepoint: no_savepoint refuses savepoints, dooms on a failed statement, "
-          "rolls back dead", "[savepoint]") {
+TEST_CASE(
+    "savepoint: no_savepoint refuses savepoints, dooms on a failed statement, "
+    "rolls back dead",
+    "[savepoint]") {
   const bool db_wide = GENERATE(false, true);
   INFO("no_savepoint set " << (db_wide ? "in Options" : "in TransactionOptions"));
   Options o = testing::CreateOptions(4096, 128);
@@ -648,8 +649,8 @@ TEST_CASE("savepoint: no_savepoint refuses savepoints, dooms on a failed stateme
   // A single failing call is still undone at once and the transaction goes on.
   REQUIRE(IsError(txn->Update(f.t, RecordId{Fixture::RecOf(m, 2)}, MakeRow(3, 31, "dup")),
                   absl::StatusCode::kAlreadyExists));
-  REQUIRE(IsError(txn->Insert(f.t, MakeRow(4, 32, "dup")).status(),
-                  absl::StatusCode::kAlreadyExists));
+  REQUIRE(
+      IsError(txn->Insert(f.t, MakeRow(4, 32, "dup")).status(), absl::StatusCode::kAlreadyExists));
   f.Verify(txn.get(), m, "after failed single calls");
   // A failing statement that changed nothing does not doom.
   REQUIRE(IsError(txn->RunStatement([] { return absl::InvalidArgumentError("nothing done"); }),
@@ -676,9 +677,7 @@ TEST_CASE("savepoint: no_savepoint refuses savepoints, dooms on a failed stateme
     CHECK(IsError(txn->Commit(), absl::StatusCode::kFailedPrecondition));
     REQUIRE_OK(txn->Rollback());
   }
-  SECTION("Rollback marks the transaction dead") {
-    REQUIRE_OK(txn->Rollback());
-  }
+  SECTION("Rollback marks the transaction dead") { REQUIRE_OK(txn->Rollback()); }
   const TableStats st = VALUE_OR_FAIL(f.db->GetTableStats(f.t));
   CHECK(st.dead_versions > 0);  // left to garbage collection
   // Dead transactions stay interesting until their versions are gone.
@@ -693,8 +692,10 @@ TEST_CASE("savepoint: no_savepoint refuses savepoints, dooms on a failed stateme
   REQUIRE_OK(r->Commit());
 }
 
-TEST_CASE("savepoint: undo_stats counts records and memory, spills past a tiny limit, "
-          "rollback stays exact", "[savepoint]") {
+TEST_CASE(
+    "savepoint: undo_stats counts records and memory, spills past a tiny limit, "
+    "rollback stays exact",
+    "[savepoint]") {
   const bool tiny = GENERATE(false, true);
   INFO("undo_memory_limit tiny: " << tiny);
   Options o = testing::CreateOptions(4096, 256);
@@ -796,7 +797,8 @@ TEST_CASE("savepoint: after rollbacks the database reopens valid with the data i
     f.Ins(txn.get(), m, 500, 5, "kept insert");
     const Model kept = m;
     REQUIRE_OK(txn->Savepoint("s"));
-    for (int64_t i = 2; i <= 60; ++i) f.Upd(txn.get(), m, i, i + 1000, i % 4, std::string(500, 'x'));
+    for (int64_t i = 2; i <= 60; ++i)
+      f.Upd(txn.get(), m, i, i + 1000, i % 4, std::string(500, 'x'));
     for (int64_t i = 61; i <= 80; ++i) f.Del(txn.get(), m, i);
     for (int64_t i = 0; i < 30; ++i) f.Ins(txn.get(), m, 600 + i, 1, "gone");
     REQUIRE_OK(txn->RollbackToSavepoint("s"));
@@ -828,9 +830,10 @@ TEST_CASE("savepoint: after rollbacks the database reopens valid with the data i
 namespace ember {
 namespace {
 
-TEST_CASE("savepoint: a rollback whose undo meets a damaged page reports it, marks the "
-          "transaction dead and leaves the committed rows visible",
-          "[savepoint]") {
+TEST_CASE(
+    "savepoint: a rollback whose undo meets a damaged page reports it, marks the "
+    "transaction dead and leaves the committed rows visible",
+    "[savepoint]") {
   Options o = testing::CreateOptions(4096, 16);  // the smallest cache: updated pages leave it
   o.gc_policy = GcPolicy::kCooperative;
   Fixture f(o);
@@ -854,7 +857,8 @@ TEST_CASE("savepoint: a rollback whose undo meets a damaged page reports it, mar
   const uint32_t ps = 4096;
   const std::string bytes = testing::ReadFileBytes(f.tmp.path());
   uint32_t victim = 0;
-  for (uint32_t p = page::DoublewriteEnd(ps); (p + 1) * size_t{ps} <= bytes.size() && victim == 0; ++p) {
+  for (uint32_t p = page::DoublewriteEnd(ps); (p + 1) * size_t{ps} <= bytes.size() && victim == 0;
+       ++p) {
     const auto* d = reinterpret_cast<const uint8_t*>(bytes.data()) + size_t{p} * ps;
     if (page::GetType(d) == page::PageType::kData && page::DpRelation(d) == f.t.id() &&
         page::DpSequence(d) == 0) {

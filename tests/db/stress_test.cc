@@ -7,9 +7,8 @@
 // reopen) the table, read through the table and both indexes, must equal the writers' models,
 // and Validate must be clean. Worker threads never use Catch2 (not thread-safe); they log to an
 // ErrorLog the main thread checks.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <map>
 #include <optional>
 #include <random>
@@ -30,8 +29,8 @@ using testing::OpenOrFail;
 using testing::TempDb;
 
 constexpr int kThreads = 16;
-constexpr int kWriters = 8;       // threads 0..7
-constexpr int kDdl = 4;           // threads 8..11
+constexpr int kWriters = 8;  // threads 0..7
+constexpr int kDdl = 4;      // threads 8..11
 constexpr int kTxnsPerWriter = 60;
 constexpr int kDdlRounds = 6;
 constexpr int kMaintenanceRounds = 12;
@@ -210,7 +209,8 @@ void DdlRound(Database* db, int d, int round, ErrorLog* log) {
     if (!i.ok() || !tx.ok()) return fail("GetIndex/Begin", i.ok() ? tx.status() : i.status());
     auto found = (*tx)->Lookup(*i, {int64_t{25}});
     if (!found.ok() || !*found) {
-      return fail("Lookup after the rebuild", found.ok() ? absl::NotFoundError("25") : found.status());
+      return fail("Lookup after the rebuild",
+                  found.ok() ? absl::NotFoundError("25") : found.status());
     }
     if (absl::Status s = (*tx)->Commit(); !s.ok()) return fail("Commit", s);
   }
@@ -243,8 +243,8 @@ std::vector<std::string> Compare(Database* db, const std::vector<Model>& models)
   if (!err.ok()) out.push_back("table scan: " + err.ToString());
   for (size_t w = 0; w < models.size(); ++w) {
     if (seen[w].size() != models[w].size()) {
-      out.push_back(absl::StrCat("writer ", w, ": ", seen[w].size(), " rows, model ",
-                                 models[w].size()));
+      out.push_back(
+          absl::StrCat("writer ", w, ": ", seen[w].size(), " rows, model ", models[w].size()));
     }
     for (const auto& [id, c] : models[w]) {
       auto it = seen[w].find(id);
@@ -252,8 +252,8 @@ std::vector<std::string> Compare(Database* db, const std::vector<Model>& models)
         out.push_back(absl::StrCat("writer ", w, " row ", id, " missing"));
       } else if (it->second.val != c.val || it->second.blob != c.blob) {
         out.push_back(absl::StrCat("writer ", w, " row ", id, ": '", it->second.val, "' with ",
-                                   it->second.blob.size(), " BLOB bytes, model '", c.val,
-                                   "' with ", c.blob.size()));
+                                   it->second.blob.size(), " BLOB bytes, model '", c.val, "' with ",
+                                   c.blob.size()));
       }
     }
     // The owner index holds exactly the writer's rows; the id index finds each one.
@@ -263,12 +263,13 @@ std::vector<std::string> Compare(Database* db, const std::vector<Model>& models)
     for (; serr.ok() && (*s)->Valid(); serr = (*s)->Next()) ++n;
     if (!serr.ok()) out.push_back(absl::StrCat("writer ", w, " owner index: ", serr.ToString()));
     if (n != models[w].size()) {
-      out.push_back(absl::StrCat("writer ", w, ": owner index has ", n, ", model ",
-                                 models[w].size()));
+      out.push_back(
+          absl::StrCat("writer ", w, ": owner index has ", n, ", model ", models[w].size()));
     }
     for (const auto& [id, c] : models[w]) {
       auto f = (*tx)->Lookup(*by_id, {id});
-      if (!f.ok() || !*f) out.push_back(absl::StrCat("writer ", w, " row ", id, " not in the id index"));
+      if (!f.ok() || !*f)
+        out.push_back(absl::StrCat("writer ", w, " row ", id, " not in the id index"));
     }
   }
   (void)(*tx)->Commit();
@@ -305,8 +306,8 @@ TEST_CASE("stress: 16 threads mix writes and BLOBs and savepoints and DDL and co
         std::map<int64_t, RecordId> ids;
         int commits = 0;
         for (int n = 0; n < kTxnsPerWriter; ++n) {
-          WriterTxn(db.get(), t, i, rng, &next_id, &ids, &models[static_cast<size_t>(i)],
-                    &commits, &log);
+          WriterTxn(db.get(), t, i, rng, &next_id, &ids, &models[static_cast<size_t>(i)], &commits,
+                    &log);
         }
         committed.fetch_add(commits);
         writers_left.fetch_sub(1);
@@ -322,7 +323,10 @@ TEST_CASE("stress: 16 threads mix writes and BLOBs and savepoints and DDL and co
           switch ((i + r) % 4) {
             case 0: {
               auto tx = db->Begin();
-              if (!tx.ok()) { s = tx.status(); break; }
+              if (!tx.ok()) {
+                s = tx.status();
+                break;
+              }
               auto c = (*tx)->Scan(t);
               for (int n = 0; c.ok() && (*c)->Valid() && n < 5000; ++n) (void)(*c)->Next();
               if (!c.ok()) s = c.status();

@@ -4,9 +4,8 @@
 // every transaction below the OIT reads as committed), gives the same logical result on any
 // number of workers, runs beside writers, and an I/O error in one worker fails it with nothing
 // lost and the OIT where it was.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
 #include <random>
@@ -239,7 +238,8 @@ TEST_CASE("sweep: beside writers, nothing visible is lost", "[sweep][concurrency
       for (int i = 0; i < 50; ++i) {
         const size_t k = (rng() % 1000) * 2 + static_cast<size_t>(me);
         const int64_t v = static_cast<int64_t>(rng() % 1000000);
-        absl::Status s = (*w)->Update(t, ids[k], {static_cast<int64_t>(k), v, std::string(100, 'w')});
+        absl::Status s =
+            (*w)->Update(t, ids[k], {static_cast<int64_t>(k), v, std::string(100, 'w')});
         if (!s.ok()) return errors.Add(s.ToString());
         changes[k] = v;
       }

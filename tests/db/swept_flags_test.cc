@@ -3,7 +3,6 @@
 // and a model test of random histories in which Validate (which checks that no flag lies)
 // runs after every step.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -103,8 +102,7 @@ TEST_CASE("swept flags: a second sweep reads no table page, and a change unflags
     REQUIRE_OK(w->Insert(t, {int64_t{5000}, int64_t{5000}, std::string(100, 'n')}).status());
     REQUIRE_OK(w->Commit());
   }
-  const uint64_t unflagged =
-      first.pages_flagged - VALUE_OR_FAIL(db->GetTableStats(t)).swept_pages;
+  const uint64_t unflagged = first.pages_flagged - VALUE_OR_FAIL(db->GetTableStats(t)).swept_pages;
   CHECK(unflagged >= 2);  // the delete's and the rollback's pages (the insert may share one)
   CHECK(unflagged <= 3);
   RequireValid(db.get(), "after a delete, a rollback and an insert");
@@ -136,7 +134,8 @@ TEST_CASE("swept flags: a snapshot older than the garbage keeps its pages unflag
   {
     auto w = VALUE_OR_FAIL(db->Begin());
     for (size_t i = 0; i < ids.size(); i += 2) {
-      REQUIRE_OK(w->Update(t, ids[i], {static_cast<int64_t>(i), int64_t{-1}, std::string(90, 'u')}));
+      REQUIRE_OK(
+          w->Update(t, ids[i], {static_cast<int64_t>(i), int64_t{-1}, std::string(90, 'u')}));
     }
     REQUIRE_OK(w->Commit());
   }

@@ -5,10 +5,9 @@
 // Tests with a second transaction that must wait run it on a std::thread; the outcome never
 // depends on timing (where a thread is given a moment to reach its wait, the result is the same
 // whether or not it did).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
 #include <set>
@@ -176,8 +175,7 @@ TEST_CASE("a snapshot does not see changes committed after it began, read commit
   for (auto* x : {snap.get(), rc.get(), later.get()}) REQUIRE_OK(x->Commit());
 }
 
-TEST_CASE("a snapshot ignores changes of transactions that were active when it began",
-          "[txn]") {
+TEST_CASE("a snapshot ignores changes of transactions that were active when it began", "[txn]") {
   Fixture f;
   auto recs = f.Seed({1, 2});
   auto w = f.Begin();
@@ -325,7 +323,8 @@ TEST_CASE("waiting for a transaction that deletes the row", "[txn]") {
   REQUIRE_OK(t1->Commit());
   absl::Status s = waiter.Wait();
   INFO("status: " << s.ToString());
-  if (iso == Isolation::kSnapshot) REQUIRE(IsError(s, absl::StatusCode::kAborted, "update conflict"));
+  if (iso == Isolation::kSnapshot)
+    REQUIRE(IsError(s, absl::StatusCode::kAborted, "update conflict"));
   else REQUIRE(absl::IsNotFound(s));
   REQUIRE_OK(t2->Commit());
   auto r = f.Begin();
@@ -421,7 +420,8 @@ TEST_CASE("a transaction updates its own row many times and deletes it", "[txn]"
   auto recs = f.Seed({1});
   auto t1 = f.Begin();
   for (int64_t i = 1; i <= 50; ++i) {
-    REQUIRE_OK(t1->Update(f.t, recs[1], Row{int64_t{1}, i, std::string(static_cast<size_t>(i) * 50, 'a')}));
+    REQUIRE_OK(t1->Update(f.t, recs[1],
+                          Row{int64_t{1}, i, std::string(static_cast<size_t>(i) * 50, 'a')}));
   }
   REQUIRE(std::get<int64_t>((*GetRow(t1.get(), f.t, recs[1]))[1]) == 50);
   REQUIRE_OK(t1->Delete(f.t, recs[1]));
@@ -485,7 +485,8 @@ TEST_CASE("unique index: delete then re-insert the same key in one transaction",
   auto recs = f.Seed({1, 2});
   auto t1 = f.Begin();
   REQUIRE_OK(t1->Delete(f.t, recs[1]));
-  RecordId again = VALUE_OR_FAIL(t1->Insert(f.t, Row{int64_t{1}, int64_t{5}, std::string("again")}));
+  RecordId again =
+      VALUE_OR_FAIL(t1->Insert(f.t, Row{int64_t{1}, int64_t{5}, std::string("again")}));
   REQUIRE(again != recs[1]);
   REQUIRE(absl::IsAlreadyExists(t1->Insert(f.t, Fixture::RowFor(1)).status()));
   auto found = VALUE_OR_FAIL(t1->Lookup(f.by_id, {int64_t{1}}));
@@ -589,7 +590,8 @@ TEST_CASE("unique index: a key being deleted or changed by an active transaction
 TEST_CASE("unique index: NULL keys do not collide", "[txn]") {
   TempDb tmp;
   auto db = OpenOrFail(tmp.path(), testing::CreateOptions());
-  Table u = VALUE_OR_FAIL(db->CreateTable({"u", {{"id", ColumnType::kInt64, false}, {"code", ColumnType::kString}}}));
+  Table u = VALUE_OR_FAIL(
+      db->CreateTable({"u", {{"id", ColumnType::kInt64, false}, {"code", ColumnType::kString}}}));
   Index by_code = VALUE_OR_FAIL(db->CreateIndex({"u_code", "u", {"code"}, true}));
   auto txn = VALUE_OR_FAIL(db->Begin());
   for (int64_t i = 0; i < 5; ++i) REQUIRE_OK(txn->Insert(u, Row{i, std::monostate{}}).status());
@@ -598,7 +600,8 @@ TEST_CASE("unique index: NULL keys do not collide", "[txn]") {
   REQUIRE_OK(txn->Commit());
   txn.reset();
   auto r = VALUE_OR_FAIL(db->Begin());
-  auto nulls = VALUE_OR_FAIL(testing::IndexRange(r.get(), by_code, {std::monostate{}}, {std::monostate{}}));
+  auto nulls =
+      VALUE_OR_FAIL(testing::IndexRange(r.get(), by_code, {std::monostate{}}, {std::monostate{}}));
   REQUIRE(nulls.size() == 5);
   auto all = VALUE_OR_FAIL(testing::IndexRange(r.get(), by_code, {}, {}));
   REQUIRE(all.size() == 6);
@@ -638,7 +641,8 @@ TEST_CASE("index scans return each visible row once after many key changes", "[t
   REQUIRE(IndexIds(before.get(), f.by_k, {}, {}) == std::vector<int64_t>{1, 2, 3});
   REQUIRE(IndexIds(before.get(), f.by_k, {int64_t{100}}, {int64_t{200}}).empty());
   REQUIRE(IndexIds(middle.get(), f.by_k, {}, {}) == std::vector<int64_t>{2, 3, 1});
-  REQUIRE(IndexIds(middle.get(), f.by_k, {int64_t{100}}, {int64_t{200}}) == std::vector<int64_t>{1});
+  REQUIRE(IndexIds(middle.get(), f.by_k, {int64_t{100}}, {int64_t{200}}) ==
+          std::vector<int64_t>{1});
   REQUIRE(LookupId(middle.get(), f.by_k, {int64_t{149}}) == 1);
   REQUIRE_FALSE(LookupId(middle.get(), f.by_k, {int64_t{10}}).has_value());
   std::vector<int64_t> now = IndexIds(after.get(), f.by_k, {}, {});
@@ -659,10 +663,9 @@ TEST_CASE("index scans return each visible row once after many key changes", "[t
 TEST_CASE("index ranges: bounds, prefixes, direction and NULLs on a two-column index", "[txn]") {
   TempDb tmp;
   auto db = OpenOrFail(tmp.path(), testing::CreateOptions(4096, 64));
-  Table p = VALUE_OR_FAIL(db->CreateTable({"p",
-                                           {{"a", ColumnType::kInt64},
-                                            {"b", ColumnType::kString},
-                                            {"n", ColumnType::kInt64, false}}}));
+  Table p = VALUE_OR_FAIL(db->CreateTable(
+      {"p",
+       {{"a", ColumnType::kInt64}, {"b", ColumnType::kString}, {"n", ColumnType::kInt64, false}}}));
   Index ab = VALUE_OR_FAIL(db->CreateIndex({"p_ab", "p", {"a", "b"}}));
   // (a, b) for a in {NULL, -5, 1, 2, 3} and b in {NULL, "", "b", "bb", "c"}; n numbers them in
   // key order (NULL first, strings bytewise).
@@ -701,21 +704,21 @@ TEST_CASE("index ranges: bounds, prefixes, direction and NULLs on a two-column i
   const Value null = std::monostate{};
   REQUIRE(ns({}, {}) == range(0, 24));
   REQUIRE(ns({}, {}, true) == reversed(range(0, 24)));
-  REQUIRE(ns({null}, {null}) == range(0, 4));                    // a IS NULL
-  REQUIRE(ns({int64_t{2}}, {int64_t{3}}) == range(15, 24));       // prefix bounds
+  REQUIRE(ns({null}, {null}) == range(0, 4));                // a IS NULL
+  REQUIRE(ns({int64_t{2}}, {int64_t{3}}) == range(15, 24));  // prefix bounds
   REQUIRE(ns({int64_t{2}}, {int64_t{3}}, true) == reversed(range(15, 24)));
   REQUIRE(ns({int64_t{1}}, {int64_t{1}}) == range(10, 14));
-  REQUIRE(ns({int64_t{-5}}, {}) == range(5, 24));                 // open above
-  REQUIRE(ns({}, {int64_t{1}}) == range(0, 14));                  // open below
+  REQUIRE(ns({int64_t{-5}}, {}) == range(5, 24));  // open above
+  REQUIRE(ns({}, {int64_t{1}}) == range(0, 14));   // open below
   REQUIRE(ns({}, {int64_t{1}}, true) == reversed(range(0, 14)));
   REQUIRE(ns({int64_t{2}, std::string("b")}, {int64_t{3}, std::string("b")}) == range(17, 22));
   REQUIRE(ns({int64_t{2}, std::string("b")}, {int64_t{3}, std::string("b")}, true) ==
           reversed(range(17, 22)));
   REQUIRE(ns({int64_t{2}, null}, {int64_t{2}, null}) == range(15, 15));  // b IS NULL
   REQUIRE(ns({int64_t{1}, std::string("bb")}, {int64_t{1}, std::string("bb")}) == range(13, 13));
-  REQUIRE(ns({int64_t{3}}, {int64_t{2}}).empty());               // lo > hi
+  REQUIRE(ns({int64_t{3}}, {int64_t{2}}).empty());  // lo > hi
   REQUIRE(ns({int64_t{4}}, {}).empty());
-  REQUIRE(ns({}, {int64_t{-6}}) == range(0, 4));                 // only NULLs sort below -6
+  REQUIRE(ns({}, {int64_t{-6}}) == range(0, 4));  // only NULLs sort below -6
   REQUIRE(ns({int64_t{0}}, {int64_t{0}}).empty());
   // Lookup on a prefix gives the first row in key order.
   auto first = VALUE_OR_FAIL(txn->Lookup(ab, {int64_t{2}}));
@@ -734,7 +737,7 @@ TEST_CASE("index ranges: bounds, prefixes, direction and NULLs on a two-column i
   // Deleted and updated rows, seen by this transaction's own later statements.
   auto all = VALUE_OR_FAIL(testing::IndexRange(txn.get(), ab, {int64_t{2}}, {int64_t{2}}));
   REQUIRE(all.size() == 5);
-  REQUIRE_OK(txn->Delete(p, all[1].first));                                   // (2, "")
+  REQUIRE_OK(txn->Delete(p, all[1].first));  // (2, "")
   REQUIRE_OK(txn->Update(p, all[2].first, Row{int64_t{-5}, std::string("zz"), int64_t{100}}));
   REQUIRE(ns({int64_t{2}}, {int64_t{2}}) == std::vector<int64_t>{15, 18, 19});
   REQUIRE(ns({int64_t{-5}}, {int64_t{-5}}) == std::vector<int64_t>{5, 6, 7, 8, 9, 100});

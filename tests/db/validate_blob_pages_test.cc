@@ -2,7 +2,6 @@
 // - listed by the BLOB's header record (level 1) or by one of its list pages (level 2) - is
 // reported by Validate, naming the page, not first found by the next reader.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "ember/ember.h"
@@ -19,8 +18,8 @@ namespace {
 page::PageNo SomeDataPage(Database* db, const Table& t, BlobId id) {
   auto* impl = static_cast<db::DatabaseImpl*>(db);
   record::Relation* rel = internal::TableState::From(t)->relation.get();
-  std::string body = VALUE_OR_FAIL(rel->ReadBlobRecord(blob::IdPage(id.value),
-                                                       blob::IdLine(id.value)));
+  std::string body =
+      VALUE_OR_FAIL(rel->ReadBlobRecord(blob::IdPage(id.value), blob::IdLine(id.value)));
   blob::BlobHeader h = VALUE_OR_FAIL(blob::DecodeBlobHeader(body));
   REQUIRE(!h.pages.empty());
   const page::PageNo p = h.pages[h.pages.size() / 2];

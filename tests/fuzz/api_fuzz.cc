@@ -48,7 +48,7 @@ struct MRow {
   std::optional<std::string> b;
   friend bool operator==(const MRow&, const MRow&) = default;
 };
-using MTable = std::map<uint64_t, MRow>;  // record number -> row
+using MTable = std::map<uint64_t, MRow>;                  // record number -> row
 using Pending = std::map<uint64_t, std::optional<MRow>>;  // nullopt: deleted
 
 std::string Show(const MRow& r) {
@@ -319,7 +319,8 @@ class Runner {
               const std::string& what) {
     if (allowed.count(s.code())) return;
     std::string want;
-    for (absl::StatusCode c : allowed) want += std::string(want.empty() ? "" : " or ") + CodeName(c);
+    for (absl::StatusCode c : allowed)
+      want += std::string(want.empty() ? "" : " or ") + CodeName(c);
     Fail(what + ": expected " + want + ", got " + s.ToString());
   }
   void MustOk(const absl::Status& s, const std::string& what) {
@@ -413,8 +414,8 @@ class Runner {
   }
 
   // An index scan must give the model's rows in key order; records of equal keys in any order.
-  void CheckIndexScan(Transaction* tx, const IndexDef& ix, const MTable& view,
-                      const Key& lo, const Key& hi, bool desc, const std::string& who) {
+  void CheckIndexScan(Transaction* tx, const IndexDef& ix, const MTable& view, const Key& lo,
+                      const Key& hi, bool desc, const std::string& who) {
     const std::string what = who + " index scan of " + ix.name;
     std::vector<std::pair<Key, uint64_t>> want;
     for (const auto& [rec, row] : view) {
@@ -429,7 +430,8 @@ class Runner {
     Row lo_row, hi_row;
     for (const KVal& v : lo) lo_row.push_back(ToValue(v));
     for (const KVal& v : hi) hi_row.push_back(ToValue(v));
-    absl::StatusOr<std::unique_ptr<Cursor>> c = tx->IndexScan(indexes_.at(ix.name), lo_row, hi_row, desc);
+    absl::StatusOr<std::unique_ptr<Cursor>> c =
+        tx->IndexScan(indexes_.at(ix.name), lo_row, hi_row, desc);
     MustOk(c.status(), what);
     std::vector<std::pair<Key, uint64_t>> got;
     for (; (*c)->Valid(); MustOk((*c)->Next(), what + ": Next")) {
@@ -468,11 +470,13 @@ class Runner {
     }
   }
 
-  void CheckView(Transaction* tx, const std::array<MTable, kTables>& views, const std::string& who) {
+  void CheckView(Transaction* tx, const std::array<MTable, kTables>& views,
+                 const std::string& who) {
     for (int t = 0; t < kTables; ++t) {
       if (!defs_[t].exists) continue;
       CheckRows(tx, t, views[t], who);
-      for (const IndexDef& ix : defs_[t].indexes) CheckIndexScan(tx, ix, views[t], {}, {}, false, who);
+      for (const IndexDef& ix : defs_[t].indexes)
+        CheckIndexScan(tx, ix, views[t], {}, {}, false, who);
     }
   }
 
@@ -618,7 +622,8 @@ class Runner {
   BlobId EngineBlob(int i, int t, uint64_t rec) {
     absl::StatusOr<std::optional<Row>> r = txs_[i].tx->Get(tables_[t], RecordId{rec});
     MustOk(r.status(), "Get (BLOB id)");
-    if (!*r || (*r)->size() != 4) Fail("Get (BLOB id): record " + std::to_string(rec) + " not there");
+    if (!*r || (*r)->size() != 4)
+      Fail("Get (BLOB id): record " + std::to_string(rec) + " not there");
     if (const BlobId* b = std::get_if<BlobId>(&(**r)[3])) return *b;
     return BlobId{};
   }
@@ -657,7 +662,8 @@ class Runner {
                                     {"s", ColumnType::kString},
                                     {"b", ColumnType::kBlob, true, t == 1 ? 3 : 0}};
         absl::StatusOr<Table> tb = db_->CreateTable({TableName(t), cols});
-        Expect(tb.status(), {defs_[t].exists ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kOk},
+        Expect(tb.status(),
+               {defs_[t].exists ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kOk},
                "CreateTable " + TableName(t));
         if (tb.ok()) {
           tables_[t] = *tb;
@@ -729,8 +735,9 @@ class Runner {
         if (s.ok()) {
           indexes_.erase(name);
           auto& v = defs_[t].indexes;
-          v.erase(std::remove_if(v.begin(), v.end(), [&](const IndexDef& d) { return d.name == name; }),
-                  v.end());
+          v.erase(
+              std::remove_if(v.begin(), v.end(), [&](const IndexDef& d) { return d.name == name; }),
+              v.end());
         }
         break;
       }
@@ -806,7 +813,8 @@ class Runner {
         MustOk(r.status(), what);
         auto v = view.find(*it);
         if (r->has_value() != (v != view.end())) {
-          Fail(what + (r->has_value() ? ": found, the model has none" : ": none, the model has one"));
+          Fail(what +
+               (r->has_value() ? ": found, the model has none" : ": none, the model has one"));
         }
         if (*r) {
           const MRow got = FromEngine(x.tx.get(), **r, what);
@@ -867,7 +875,8 @@ class Runner {
             x.tx->Lookup(indexes_.at(ix.name), key_row);
         const std::string what = "Lookup in " + ix.name;
         MustOk(r.status(), what);
-        if (r->has_value() != any) Fail(what + (any ? ": none, the model has one" : ": found one the model has not"));
+        if (r->has_value() != any)
+          Fail(what + (any ? ": none, the model has one" : ": found one the model has not"));
         if (*r) {
           auto v = view.find((*r)->first.value);
           if (v == view.end()) Fail(what + ": a record not visible");
@@ -914,7 +923,8 @@ class Runner {
         break;
       }
       case Op::kBlob: {  // made one of several ways, into a new row or an existing one
-        const uint8_t a = in.Byte(), sz = in.Byte(), how = in.Byte(), seed = in.Byte(), b = in.Byte();
+        const uint8_t a = in.Byte(), sz = in.Byte(), how = in.Byte(), seed = in.Byte(),
+                      b = in.Byte();
         const int i = a & 1, t = (a >> 1) % kTables;
         if (!defs_[t].exists) break;
         BlobOp(i, t, kBlobSizes[sz % std::size(kBlobSizes)], how, seed, b);
@@ -928,9 +938,7 @@ class Runner {
         else Rollback(i);
         break;
       }
-      case Op::kReopen:
-        Reopen();
-        break;
+      case Op::kReopen: Reopen(); break;
       case Op::kMaintenance: {  // none of them changes what anyone sees
         const uint8_t a = in.Byte() % 3;
         if (a == 0) MustOk(db_->CollectGarbage(), "CollectGarbage");
@@ -996,7 +1004,8 @@ class Runner {
           if (const std::optional<uint64_t> rec = Pick(i, t, view, c / 2, false)) {
             auto it = view.find(*rec);
             row.b = it->second.b;
-            Update(i, t, *rec, row, row.b ? EngineBlob(i, t, *rec) : BlobId{}, "Update (copied key)");
+            Update(i, t, *rec, row, row.b ? EngineBlob(i, t, *rec) : BlobId{},
+                   "Update (copied key)");
             break;
           }
         }
@@ -1011,14 +1020,15 @@ class Runner {
     Transaction* tx = x.tx.get();
     std::string bytes = BlobBytes(seed, size);
     BlobId id{};
-    const std::string what = "BLOB of " + std::to_string(size) + " bytes, way " + std::to_string(how % 5);
+    const std::string what =
+        "BLOB of " + std::to_string(size) + " bytes, way " + std::to_string(how % 5);
     switch (how % 5) {
       case 0:
       case 1: {  // a writer: one segment, or many
         absl::StatusOr<std::unique_ptr<BlobWriter>> w = tx->CreateBlob(tables_[t], "b");
         MustOk(w.status(), what + ": CreateBlob");
         const size_t piece = how % 5 == 0 ? std::max<size_t>(size, 1)
-                                           : std::max<size_t>(size / 64 + 1, 1 + seed * 37u % 5000);
+                                          : std::max<size_t>(size / 64 + 1, 1 + seed * 37u % 5000);
         for (size_t off = 0; off < size; off += piece) {
           MustOk((*w)->Write(std::string_view(bytes).substr(off, piece)), what + ": Write");
         }

@@ -48,8 +48,8 @@ void RestoreAndCheck(const std::string& backup_path, int workers) {
   ro.workers = workers;
   absl::StatusOr<RestoreResult> r = Restore(backup_path, db_path, FuzzOptions(), ro);
   if (!r.ok()) {
-    FUZZ_CHECK(!std::filesystem::exists(db_path), "a failed restore left a database behind: " +
-                                                      r.status().ToString());
+    FUZZ_CHECK(!std::filesystem::exists(db_path),
+               "a failed restore left a database behind: " + r.status().ToString());
     FUZZ_CHECK(!absl::IsInternal(r.status()), r.status().ToString());
     return;
   }

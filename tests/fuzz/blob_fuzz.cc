@@ -62,15 +62,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         blob::EncodeBlobHeader(*h, &again);
         absl::StatusOr<blob::BlobHeader> h2 = blob::DecodeBlobHeader(again);
         FUZZ_CHECK(h2.ok(), "a re-encoded BLOB header does not decode");
-        FUZZ_CHECK(h2->length == h->length && h2->level == h->level &&
-                       h2->pages == h->pages && h2->inline_data == h->inline_data,
+        FUZZ_CHECK(h2->length == h->length && h2->level == h->level && h2->pages == h->pages &&
+                       h2->inline_data == h->inline_data,
                    "BLOB header round trip");
       }
       break;
     }
     case 1: {  // a compressed stream: frame table, then every frame
-      const uint32_t frame_bytes = std::clamp<uint32_t>(
-          in.U32() % (blob::kMaxFrameBytes + 1), blob::kMinFrameBytes, blob::kMaxFrameBytes);
+      const uint32_t frame_bytes = std::clamp<uint32_t>(in.U32() % (blob::kMaxFrameBytes + 1),
+                                                        blob::kMinFrameBytes, blob::kMaxFrameBytes);
       const uint64_t length = in.U32() % (4u << 20);
       const std::string_view stream = in.Rest();
       const uint32_t frames = blob::FrameCount(length, frame_bytes);
@@ -87,13 +87,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                    "a frame outside the stream passed DecodeFrameTable");
         std::string out;
         const absl::Status s =
-            d.Decompress(stream.substr(t->starts[f], t->starts[f + 1] - t->starts[f]),
-                         t->raw[f], t->FrameSize(f, length), &out);
+            d.Decompress(stream.substr(t->starts[f], t->starts[f + 1] - t->starts[f]), t->raw[f],
+                         t->FrameSize(f, length), &out);
         if (s.ok()) FUZZ_CHECK(out.size() == t->FrameSize(f, length), "frame size");
       }
       break;
     }
-    case 2: {  // compress and decompress one frame of any bytes
+    case 2: {                               // compress and decompress one frame of any bytes
       const int level = 1 + in.Byte() % 5;  // (the high levels cost seconds a frame)
       const std::string_view frame = in.Bytes(blob::kFrameBytes);
       blob::FrameCompressor c;

@@ -70,7 +70,8 @@ void Exercise(const std::string& path, bool write) {
         for (int64_t k : {0, 3, 75, 149}) (void)(*tx)->Lookup(*by_id, {k});
       }
       if (write) {
-        absl::StatusOr<RecordId> id = (*tx)->Insert(*t, Row{int64_t{1000}, "new", std::monostate{}});
+        absl::StatusOr<RecordId> id =
+            (*tx)->Insert(*t, Row{int64_t{1000}, "new", std::monostate{}});
         if (id.ok()) (void)(*tx)->Update(*t, *id, Row{int64_t{1001}, "newer", std::monostate{}});
         (void)(*tx)->Commit();
       } else {
@@ -92,7 +93,7 @@ std::vector<std::string> Seeds() {
     std::string s;
     s += static_cast<char>(p & 0xFF);
     s += static_cast<char>(p >> 8);
-    s += '\x01';        // sealed, overwrite, read only
+    s += '\x01';                // sealed, overwrite, read only
     s += std::string(2, '\0');  // at offset 0
     s += tpl.substr(p * kPageSize, kPageSize);
     out.push_back(s);
@@ -122,8 +123,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string file = tpl;
   uint8_t* page = reinterpret_cast<uint8_t*>(file.data()) + size_t{p} * kPageSize;
   for (size_t i = 0; i < bytes.size(); ++i) {
-    page[off + i] = flip ? page[off + i] ^ static_cast<uint8_t>(bytes[i])
-                         : static_cast<uint8_t>(bytes[i]);
+    page[off + i] =
+        flip ? page[off + i] ^ static_cast<uint8_t>(bytes[i]) : static_cast<uint8_t>(bytes[i]);
   }
   if (seal) {
     util::Put32(page + page::hdr::kPageNo, p);

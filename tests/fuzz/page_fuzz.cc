@@ -63,7 +63,9 @@ const std::vector<std::vector<TemplatePage>>& Templates() {
       // B-tree pages: a leaf and an internal node if there are both.
       if (type == static_cast<uint8_t>(page::PageType::kBtree) && !out[type].empty() &&
           std::any_of(out[type].begin(), out[type].end(),
-                      [&](const TemplatePage& t) { return t.bytes[page::bt::kLevel] == b[page::bt::kLevel]; }) &&
+                      [&](const TemplatePage& t) {
+                        return t.bytes[page::bt::kLevel] == b[page::bt::kLevel];
+                      }) &&
           out[type].size() >= 2) {
         continue;
       }
@@ -76,9 +78,11 @@ const std::vector<std::vector<TemplatePage>>& Templates() {
       page::DwRecord r;
       r.seq = 7;
       r.retired_through = 5;
-      for (uint32_t i = 0; i < 20; ++i) r.entries.push_back({100 + i, i % 3 == 0 ? page::kTombstoneSlot : i, 0x1234 * i});
+      for (uint32_t i = 0; i < 20; ++i)
+        r.entries.push_back({100 + i, i % 3 == 0 ? page::kTombstoneSlot : i, 0x1234 * i});
       page::WriteDwRecord(pg.data(), kPs, page::kDoublewriteFirst + 2, r);
-      out[static_cast<int>(page::PageType::kDoublewrite)].push_back({pg, page::kDoublewriteFirst + 2});
+      out[static_cast<int>(page::PageType::kDoublewrite)].push_back(
+          {pg, page::kDoublewriteFirst + 2});
     }
     for (int t = 0; t < kTypes; ++t) {
       if (!out[t].empty()) continue;
@@ -164,14 +168,16 @@ void DataPage(const Page& pg, fuzz::Input& in) {
     for (uint16_t l : live) {
       if (l == changed) continue;
       std::optional<std::string_view> a = page::DpGet(p.data(), kPs, l);
-      FUZZ_CHECK(a && *a == *page::DpGet(pg.data(), kPs, l), std::string(op) + " changed another line");
+      FUZZ_CHECK(a && *a == *page::DpGet(pg.data(), kPs, l),
+                 std::string(op) + " changed another line");
     }
   };
   {
     Page p = pg;
     std::optional<uint16_t> line = page::DpInsert(p.data(), kPs, rec);
     if (line) {
-      FUZZ_CHECK(page::DpGet(p.data(), kPs, *line) == std::string_view(rec), "DpInsert: other bytes");
+      FUZZ_CHECK(page::DpGet(p.data(), kPs, *line) == std::string_view(rec),
+                 "DpInsert: other bytes");
       FUZZ_CHECK(std::find(live.begin(), live.end(), *line) == live.end() || !problem.empty(),
                  "DpInsert took a line in use");
     } else if (problem.empty() && rec.size() <= page::MaxRecordOnPage(kPs) &&
@@ -185,14 +191,16 @@ void DataPage(const Page& pg, fuzz::Input& in) {
     Page p = pg;
     const uint16_t at = static_cast<uint16_t>(in.Byte() % (lc + 3u));
     if (page::DpInsertAt(p.data(), kPs, at, rec)) {
-      FUZZ_CHECK(page::DpGet(p.data(), kPs, at) == std::string_view(rec), "DpInsertAt: other bytes");
+      FUZZ_CHECK(page::DpGet(p.data(), kPs, at) == std::string_view(rec),
+                 "DpInsertAt: other bytes");
     }
     recheck(p, "DpInsertAt", -1);
   }
   if (!live.empty()) {
     Page p = pg;
     if (page::DpReplace(p.data(), kPs, target, rec)) {
-      FUZZ_CHECK(page::DpGet(p.data(), kPs, target) == std::string_view(rec), "DpReplace: other bytes");
+      FUZZ_CHECK(page::DpGet(p.data(), kPs, target) == std::string_view(rec),
+                 "DpReplace: other bytes");
     }
     recheck(p, "DpReplace", target);
     Page q = pg;
@@ -298,13 +306,14 @@ void HeaderPage(const Page& pg, fuzz::Input& in) {
   page::WriteHeader(p.data(), h);
   page::HeaderFields h2;
   FUZZ_CHECK(page::ReadHeader(p.data(), &h2, "fuzz").ok(), "a rewritten header does not read");
-  FUZZ_CHECK(h2.next_txn == h.next_txn && h2.oit == h.oit && h2.oat == h.oat && h2.ost == h.ost &&
-                 h2.page_count == h.page_count && h2.first_tip == h.first_tip &&
-                 h2.catalog_pp == h.catalog_pp && h2.dw_first == h.dw_first &&
-                 h2.dw_slots == h.dw_slots && h2.sweep_interval == h.sweep_interval &&
-                 h2.create_time_us == h.create_time_us && h2.page_size == h.page_size &&
-                 (h2.flags | page::kHeaderFlagSweepInterval) == (h.flags | page::kHeaderFlagSweepInterval),
-             "header round trip");
+  FUZZ_CHECK(
+      h2.next_txn == h.next_txn && h2.oit == h.oit && h2.oat == h.oat && h2.ost == h.ost &&
+          h2.page_count == h.page_count && h2.first_tip == h.first_tip &&
+          h2.catalog_pp == h.catalog_pp && h2.dw_first == h.dw_first && h2.dw_slots == h.dw_slots &&
+          h2.sweep_interval == h.sweep_interval && h2.create_time_us == h.create_time_us &&
+          h2.page_size == h.page_size &&
+          (h2.flags | page::kHeaderFlagSweepInterval) == (h.flags | page::kHeaderFlagSweepInterval),
+      "header round trip");
 }
 
 void BlobPage(const Page& pg) {
@@ -345,7 +354,8 @@ void DoublewritePage(const Page& pg) {
 // ---------------------------------------------------------------- B-tree pages
 
 bool SameEntries(const std::vector<page::BtreeEntry>& a, const std::vector<page::BtreeEntry>& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const auto& x, const auto& y) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](const auto& x, const auto& y) {
            return x.key == y.key && x.value == y.value;
          });
 }
@@ -408,14 +418,16 @@ void BtreePage(const Page& pg, page::PageNo no, fuzz::Input& in) {
     FUZZ_CHECK(slot.offset >= page::kBtreeHeaderSize && slot.offset <= h.data_end,
                "BtreeLowerBound: a slot outside the entries");
     if (!decoded) continue;
-    const auto it = std::lower_bound(node.entries.begin(), node.entries.end(), key,
-                                     [](const page::BtreeEntry& e, const std::string& k) { return e.key < k; });
+    const auto it =
+        std::lower_bound(node.entries.begin(), node.entries.end(), key,
+                         [](const page::BtreeEntry& e, const std::string& k) { return e.key < k; });
     const bool at_end = it == node.entries.end();
     FUZZ_CHECK(at_end == (slot.offset == h.data_end), "BtreeLowerBound: end of entries");
     FUZZ_CHECK(slot.equal == (!at_end && it->key == key), "BtreeLowerBound: equal");
     if (!at_end) FUZZ_CHECK(slot.value == it->value, "BtreeLowerBound: value");
     FUZZ_CHECK(slot.has_prev() == (it != node.entries.begin()), "BtreeLowerBound: previous entry");
-    if (slot.has_prev()) FUZZ_CHECK(slot.prev_value == (it - 1)->value, "BtreeLowerBound: previous value");
+    if (slot.has_prev())
+      FUZZ_CHECK(slot.prev_value == (it - 1)->value, "BtreeLowerBound: previous value");
     page::BtreeEntryReader from(pg.data(), kPs, no);
     from.StartAt(slot, key);
     for (auto j = it; j != node.entries.end(); ++j) {
@@ -440,20 +452,22 @@ void BtreePage(const Page& pg, page::PageNo no, fuzz::Input& in) {
                  "BtreeInsertAt left a page that does not decode: " +
                      std::string(page::DecodeBtreePage(p.data(), kPs, no, &after).message()));
       std::vector<page::BtreeEntry> want = node.entries;
-      want.insert(std::lower_bound(want.begin(), want.end(), key,
-                                   [](const page::BtreeEntry& e, const std::string& k) { return e.key < k; }),
+      want.insert(std::lower_bound(
+                      want.begin(), want.end(), key,
+                      [](const page::BtreeEntry& e, const std::string& k) { return e.key < k; }),
                   page::BtreeEntry{key, value});
       FUZZ_CHECK(SameEntries(after.entries, want), "BtreeInsertAt: other entries");
       page::BtreeHeader ah;
       FUZZ_CHECK(page::ReadBtreeHeader(p.data(), kPs, no, &ah).ok() && ah.count == ph.count &&
                      ah.data_end == ph.data_end && ah.restart_count == ph.restart_count,
                  "BtreeInsertAt: the header it returned is not the page's");
-    } else if (decoded && page::BtreeInsertRoom(key.size()) <= h.free_space(kPs) && h.count < 0xFFFF) {
+    } else if (decoded && page::BtreeInsertRoom(key.size()) <= h.free_space(kPs) &&
+               h.count < 0xFFFF) {
       FUZZ_CHECK(false, "BtreeInsertAt refused an entry with BtreeInsertRoom free");
     }
   }
-  std::string victim = decoded && !node.entries.empty() ? node.entries[in.Byte() % node.entries.size()].key
-                                                        : probe;
+  std::string victim =
+      decoded && !node.entries.empty() ? node.entries[in.Byte() % node.entries.size()].key : probe;
   if (page::BtreeLowerBound(pg.data(), kPs, no, h, victim, &slot).ok() && slot.equal) {
     Page p = pg;
     page::BtreeHeader ph = h;
@@ -464,15 +478,18 @@ void BtreePage(const Page& pg, page::PageNo no, fuzz::Input& in) {
       FUZZ_CHECK(page::DecodeBtreePage(p.data(), kPs, no, &after).ok(),
                  "BtreeRemoveAt left a page that does not decode");
       std::vector<page::BtreeEntry> want = node.entries;
-      want.erase(std::find_if(want.begin(), want.end(), [&](const auto& e) { return e.key == victim; }));
+      want.erase(
+          std::find_if(want.begin(), want.end(), [&](const auto& e) { return e.key == victim; }));
       FUZZ_CHECK(SameEntries(after.entries, want), "BtreeRemoveAt: other entries");
     }
   }
   // A tail split for a key above the last one.
-  std::string above = decoded && !node.entries.empty() ? node.entries.back().key + probe + "\xff" : probe;
+  std::string above =
+      decoded && !node.entries.empty() ? node.entries.back().key + probe + "\xff" : probe;
   if (above.size() > max_key) above.resize(max_key);
   page::BtreeTailSplit plan;
-  absl::StatusOr<bool> planned = page::BtreePlanTailSplit(pg.data(), kPs, no, h, above, value, &plan);
+  absl::StatusOr<bool> planned =
+      page::BtreePlanTailSplit(pg.data(), kPs, no, h, above, value, &plan);
   if (planned.ok() && *planned) {
     Page p = pg;
     page::BtreeHeader ph = h;
@@ -545,7 +562,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes = in.Bytes(kPs - off);
   Page pg = from_template || flip ? tp.bytes : Page(kPs);
   for (size_t i = 0; i < bytes.size(); ++i) {
-    pg[off + i] = flip ? pg[off + i] ^ static_cast<uint8_t>(bytes[i]) : static_cast<uint8_t>(bytes[i]);
+    pg[off + i] =
+        flip ? pg[off + i] ^ static_cast<uint8_t>(bytes[i]) : static_cast<uint8_t>(bytes[i]);
   }
   if (!keep_type) pg[0] = static_cast<uint8_t>(type);
   const page::PageNo no = tp.no;
@@ -554,11 +572,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     util::Put32(pg.data() + page::hdr::kChecksum, page::ComputeChecksum(pg.data(), kPs));
   }
   const absl::Status v = page::VerifyPage(pg.data(), kPs, no, "fuzz");
-  if (seal) FUZZ_CHECK(v.ok() || pg[0] >= kTypes, "a sealed page fails VerifyPage: " + v.ToString());
+  if (seal)
+    FUZZ_CHECK(v.ok() || pg[0] >= kTypes, "a sealed page fails VerifyPage: " + v.ToString());
   if (v.ok() && util::Get32(pg.data() + page::hdr::kChecksum) != 0) {
-    FUZZ_CHECK(page::ComputeChecksum(pg.data(), kPs) == util::Get32(pg.data() + page::hdr::kChecksum) &&
-                   page::GetPageNo(pg.data()) == no,
-               "VerifyPage passed a page whose checksum or number is wrong");
+    FUZZ_CHECK(
+        page::ComputeChecksum(pg.data(), kPs) == util::Get32(pg.data() + page::hdr::kChecksum) &&
+            page::GetPageNo(pg.data()) == no,
+        "VerifyPage passed a page whose checksum or number is wrong");
   }
   switch (static_cast<page::PageType>(type)) {
     case page::PageType::kData: DataPage(pg, in); break;
@@ -576,7 +596,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(page::DpCheck(pg.data(), kPs) != "", "DpCheck accepted a page of another type");
       {
         page::BtreeHeader h;
-        FUZZ_CHECK(!page::ReadBtreeHeader(pg.data(), kPs, no, &h).ok(), "ReadBtreeHeader: another type");
+        FUZZ_CHECK(!page::ReadBtreeHeader(pg.data(), kPs, no, &h).ok(),
+                   "ReadBtreeHeader: another type");
         FUZZ_CHECK(!page::ReadDwRecord(pg.data(), kPs).ok(), "ReadDwRecord: another type");
       }
       break;

@@ -39,8 +39,8 @@ void BodyTarget(std::string_view raw) {
   const record::BodyEncoding enc = record::CompressBody(raw, &stored);
   FUZZ_CHECK(record::DecompressBody(enc, stored, &back).ok(), "stored body does not decompress");
   FUZZ_CHECK(back == raw, "body round trip");
-  for (auto e : {record::BodyEncoding::kPlain, record::BodyEncoding::kRle,
-                 record::BodyEncoding::kZstd}) {
+  for (auto e :
+       {record::BodyEncoding::kPlain, record::BodyEncoding::kRle, record::BodyEncoding::kZstd}) {
     std::string out;
     (void)record::DecompressBody(e, raw, &out);
   }
@@ -108,7 +108,7 @@ std::vector<std::string> Seeds() {
   record::EncodeRow(row, &body);
   out.push_back(std::string(1, 5 * 4) + body);  // mode 0: a row of 5 columns
   std::string rle(200, 'x');
-  out.push_back(std::string(1, '\x01') + rle);                        // mode 1: a body
+  out.push_back(std::string(1, '\x01') + rle);                               // mode 1: a body
   out.push_back(std::string(1, '\x02') + std::string(1, 11) + body + body);  // mode 2: delta
   std::string key;
   util::AppendKeyInt64(&key, -5);
@@ -140,18 +140,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       RowTarget(rec, ncols);
       break;
     }
-    case 1:
-      BodyTarget(in.Rest());
-      break;
+    case 1: BodyTarget(in.Rest()); break;
     case 2: {
       const std::string_view rest = in.Rest();
       const size_t cut = rest.empty() ? 0 : static_cast<uint8_t>(rest[0]) % (rest.size());
       DeltaTarget(rest.substr(0, cut), rest.substr(cut), rest);
       break;
     }
-    case 3:
-      KeyTarget(in.Rest());
-      break;
+    case 3: KeyTarget(in.Rest()); break;
   }
   return 0;
 }

@@ -14,7 +14,7 @@ namespace ember::fuzz {
 
 struct TemplateShape {
   int rows = 150;
-  int blob_every = 10;    // every nth row has a BLOB of n * blob_step bytes
+  int blob_every = 10;  // every nth row has a BLOB of n * blob_step bytes
   size_t blob_step = 400;
 };
 
@@ -53,9 +53,9 @@ inline std::string MakeTemplateDb(const std::string& path, Options o, const Temp
     std::unique_ptr<Transaction> keep = Must(db->Begin(), "Begin");
     std::unique_ptr<Transaction> tx = Must(db->Begin(), "Begin");
     for (size_t i = 0; i < ids.size(); i += 3) {
-      MustOk(tx->Update(t, ids[i],
-                        Row{int64_t(i), "renamed " + std::to_string(i), std::monostate{}}),
-             "Update");
+      MustOk(
+          tx->Update(t, ids[i], Row{int64_t(i), "renamed " + std::to_string(i), std::monostate{}}),
+          "Update");
     }
     for (size_t i = 1; i < ids.size(); i += 11) MustOk(tx->Delete(t, ids[i]), "Delete");
     MustOk(tx->Commit(), "Commit");

@@ -4,12 +4,10 @@
 // (split node and new right page on disk without the parent's separator, built from partial
 // flushes and by hand) and their repair, corrupt pages, and concurrent writers and readers.
 #include "engine/index/btree.h"
-#include "engine/index/btree_build.h"
-
-#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/cache/page_space.h"
+#include "engine/index/btree_build.h"
 #include "engine/page/btree_page.h"
 #include "engine/page/pip.h"
 #include "engine/util/key_encoding.h"
@@ -642,7 +641,7 @@ TEST_CASE("btree: every partial flush of a split cascade reads correctly and is 
     }
     changed.insert(1);              // the PIP alone
     changed.insert(page::kNoPage);  // and: nothing written at all
-    REQUIRE(changed.size() >= 7);  // root, two internal nodes, two leaves, PIP, nothing
+    REQUIRE(changed.size() >= 7);   // root, two internal nodes, two leaves, PIP, nothing
     for (PageNo x : changed) {
       CAPTURE(x);
       ++states;
@@ -795,8 +794,8 @@ TEST_CASE("btree: corrupt pages are DataLoss naming the page, never a crash", "[
     cache::PageRef r = VALUE_OR_FAIL(f.cache().Fetch(p, cache::LatchMode::kShared));
     BtreeNode n;
     REQUIRE_OK(page::DecodeBtreePage(r.data(), f.page_size(), p, &n));
-    if (n.leaf() && !n.entries.empty() && n.entries.front().key <= Entry(1500, 1500) &&
-        n.fence && *n.fence > Entry(1500, 1500)) {
+    if (n.leaf() && !n.entries.empty() && n.entries.front().key <= Entry(1500, 1500) && n.fence &&
+        *n.fence > Entry(1500, 1500)) {
       mid = p;
     }
   }
@@ -980,9 +979,9 @@ TEST_CASE("btree bulk build: any number of entries and ranges gives exactly the 
     size_t n;
     int ranges;
   };
-  const Case cs = GENERATE(Case{4096, 0, 3}, Case{4096, 1, 1}, Case{8192, 2, 8},
-                          Case{4096, 50, 3}, Case{8192, 3000, 1}, Case{4096, 3000, 8},
-                          Case{4096, 12000, 3}, Case{8192, 12000, 8});
+  const Case cs = GENERATE(Case{4096, 0, 3}, Case{4096, 1, 1}, Case{8192, 2, 8}, Case{4096, 50, 3},
+                           Case{8192, 3000, 1}, Case{4096, 3000, 8}, Case{4096, 12000, 3},
+                           Case{8192, 12000, 8});
   const uint32_t ps = cs.ps;
   const size_t n = cs.n;
   const int ranges = cs.ranges;
@@ -992,9 +991,9 @@ TEST_CASE("btree bulk build: any number of entries and ranges gives exactly the 
   Model model;
   while (model.size() < n) {
     // Mostly short keys with shared prefixes, some long ones up to the page's limit.
-    std::string k = rng() % 50 == 0 ? RandomKey(rng, MaxKeySize(ps))
-                                    : "k" + std::to_string(rng() % (n * 10 + 10)) +
-                                          RandomKey(rng, 6);
+    std::string k = rng() % 50 == 0
+                        ? RandomKey(rng, MaxKeySize(ps))
+                        : "k" + std::to_string(rng() % (n * 10 + 10)) + RandomKey(rng, 6);
     if (k.size() > MaxKeySize(ps)) k.resize(MaxKeySize(ps));
     model[k] = rng() >> (rng() % 64);
   }

@@ -2,14 +2,14 @@
 // (DropUnsynced brings the file back to exactly what the last successful Sync() made durable).
 // The write faults act in the file below the write-path choice, so every test runs over the pwrite
 // path and over io_uring, and checks that the writes really took the path it claims.
-#include <catch2/catch.hpp>
+#include "tests/support/fault_file.h"
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "tests/support/fault_file.h"
 #include "tests/support/temp_dir.h"
 
 using namespace ember::io;
@@ -78,12 +78,12 @@ TEST_CASE("fault file: nth write fails with EIO and leaves the file alone", "[io
   const std::string before = ReadAll(*f);
 
   f->FailWriteAfter(2, EIO);
-  CHECK(WritePage(*f, 2, 'b').ok());  // 1st from now
+  CHECK(WritePage(*f, 2, 'b').ok());       // 1st from now
   absl::Status s = WritePage(*f, 0, 'c');  // 2nd: fails
   CHECK(absl::IsInternal(s));
   CHECK(s.message().find(f->path()) != absl::string_view::npos);
   std::string expected = before + std::string(kPage, 'b');
-  CHECK(ReadAll(*f) == expected);  // page 0 still 'a'
+  CHECK(ReadAll(*f) == expected);     // page 0 still 'a'
   CHECK(WritePage(*f, 0, 'd').ok());  // later writes succeed again
   expected.replace(0, kPage, kPage, 'd');
   CHECK(ReadAll(*f) == expected);

@@ -1,16 +1,17 @@
 // PosixFile: open modes and their errors, positional I/O, WriteBatch through io_uring and through
 // the pwrite loop (same bytes either way), concurrent batches, Allocate/Truncate/Size.
-#include <catch2/catch.hpp>
+#include "engine/io/file.h"
+
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <numeric>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "engine/io/file.h"
 #include "engine/io/uring_writer.h"
 #include "tests/support/temp_dir.h"
 
@@ -207,8 +208,8 @@ TEST_CASE("file: concurrent WriteBatch to disjoint ranges", "[io][file]") {
           std::vector<WriteRequest> reqs;
           for (int i = start; i < start + kBatch; ++i) {
             // Interleave the threads' pages so neighbouring pages belong to different threads.
-            reqs.push_back({static_cast<uint64_t>(i * kThreads + t) * kPage, contents[i].data(),
-                            kPage});
+            reqs.push_back(
+                {static_cast<uint64_t>(i * kThreads + t) * kPage, contents[i].data(), kPage});
           }
           status[t] = f->WriteBatch(reqs);
         }

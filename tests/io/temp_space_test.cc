@@ -1,5 +1,7 @@
 // TempSpace: memory up to the limit then spill files, extent reuse, EMBER_TMP, stale files,
 // directory fallback and errors.
+#include "engine/io/temp_space.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,7 +12,6 @@
 #include <random>
 #include <string>
 
-#include "engine/io/temp_space.h"
 #include "tests/support/temp_dir.h"
 
 using ember::io::TempSpace;

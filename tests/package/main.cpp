@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
     if (!db.ok()) return std::puts(std::string(db.status().message()).c_str()), 1;
     auto t = (*db)->CreateTable({"t", {{"v", ember::ColumnType::kInt64}}});
     auto txn = (*db)->Begin();
-    if (!t.ok() || !txn.ok() || !(*txn)->Insert(*t, {int64_t{7}}).ok() || !(*txn)->Commit().ok()) return 1;
+    if (!t.ok() || !txn.ok() || !(*txn)->Insert(*t, {int64_t{7}}).ok() || !(*txn)->Commit().ok())
+      return 1;
     txn->reset();
     if (!(*db)->Close().ok()) return 1;
   }

@@ -249,8 +249,7 @@ TEST_CASE("btree page: corrupt fields decode to DataLoss naming the page", "[btr
          p[second + 2] = 0x7F;
        },
        "suffix_len"},
-      {"over-long varint",
-       [=](uint8_t* p) { std::memset(p + second, 0xFF, 11); }, "past data_end"},
+      {"over-long varint", [=](uint8_t* p) { std::memset(p + second, 0xFF, 11); }, "past data_end"},
       {"keys out of order", [=](uint8_t* p) { p[second + 2] = 'z'; }, "not greater"},
       {"duplicate key",
        [=](uint8_t* p) {
@@ -417,9 +416,9 @@ TEST_CASE("btree page: lower bound, in-place insert and remove match the decoded
       REQUIRE(ReadBtreeHeader(page.data(), ps, 9, &h).ok());
       BtreeSlot slot;
       REQUIRE(BtreeLowerBound(page.data(), ps, 9, h, key, &slot).ok());
-      const auto it = std::lower_bound(
-          model.entries.begin(), model.entries.end(), key,
-          [](const BtreeEntry& e, const std::string& k) { return e.key < k; });
+      const auto it =
+          std::lower_bound(model.entries.begin(), model.entries.end(), key,
+                           [](const BtreeEntry& e, const std::string& k) { return e.key < k; });
       const size_t pos = static_cast<size_t>(it - model.entries.begin());
       REQUIRE(slot.has_prev() == (pos > 0));
       REQUIRE(slot.equal == (it != model.entries.end() && it->key == key));
@@ -542,7 +541,7 @@ TEST_CASE("btree page: a tail split keeps the page full, with its fence, and mov
       BtreeNode left = model;
       left.entries.resize(keep);
       INFO("page size " << ps << ", seed " << seed << ": keeps " << keep << " of "
-                         << model.entries.size() << ", separator " << plan.separator);
+                        << model.entries.size() << ", separator " << plan.separator);
       CheckPage(page, ps, left);
       BtreeNode d;
       REQUIRE(DecodeBtreePage(page.data(), ps, 9, &d).ok());
@@ -565,11 +564,12 @@ TEST_CASE("btree page: a tail split keeps the page full, with its fence, and mov
       // Moving one entry fewer would not have fit: the page keeps as many as it can.
       if (keep < model.entries.size()) {
         const size_t sep_one_more =
-            Common(model.entries[keep].key, keep + 1 < model.entries.size()
-                                                ? model.entries[keep + 1].key
-                                                : key) + 1;
-        CHECK(h.data_end + BtreeEntrySize(model.entries[keep - 1].key, model.entries[keep].key,
-                                          model.entries[keep].value) +
+            Common(model.entries[keep].key,
+                   keep + 1 < model.entries.size() ? model.entries[keep + 1].key : key) +
+            1;
+        CHECK(h.data_end +
+                  BtreeEntrySize(model.entries[keep - 1].key, model.entries[keep].key,
+                                 model.entries[keep].value) +
                   bt::kRestartSize * h.restart_count + 2 + sep_one_more >
               ps);
       }
@@ -592,8 +592,8 @@ TEST_CASE("btree page: a tail split is refused where it does not apply, and corr
   REQUIRE(ReadBtreeHeader(page.data(), ps, 9, &h).ok());
   BtreeTailSplit plan;
   // A key not above the last one.
-  absl::StatusOr<bool> r = BtreePlanTailSplit(page.data(), ps, 9, h, model.entries.back().key,
-                                              1, &plan);
+  absl::StatusOr<bool> r =
+      BtreePlanTailSplit(page.data(), ps, 9, h, model.entries.back().key, 1, &plan);
   REQUIRE(r.ok());
   CHECK_FALSE(*r);
   r = BtreePlanTailSplit(page.data(), ps, 9, h, "k000000", 1, &plan);

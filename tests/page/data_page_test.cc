@@ -165,7 +165,8 @@ TEST_CASE("data page: insert compacts when only the holes have room", "[page]") 
   const uint32_t ps = 4096;
   auto page = NewDataPage(ps);
   std::vector<std::string> recs;
-  for (int i = 0; DpInsert(page.data(), ps, Rec(200, 'a' + i)); ++i) recs.push_back(Rec(200, 'a' + i));
+  for (int i = 0; DpInsert(page.data(), ps, Rec(200, 'a' + i)); ++i)
+    recs.push_back(Rec(200, 'a' + i));
   REQUIRE(recs.size() == 19);  // 19 * 204 = 3876 of 4064
   // Free every other record: lots of room, but in holes.
   for (size_t i = 0; i < recs.size(); i += 2) DpDelete(page.data(), ps, static_cast<uint16_t>(i));
@@ -537,7 +538,8 @@ TEST_CASE("data page: random corruption never crashes", "[page]") {
   const uint32_t ps = 4096;
   std::mt19937 rng(99);
   auto base = NewDataPage(ps);
-  for (int i = 0; i < 30; ++i) REQUIRE(DpInsert(base.data(), ps, RandomBytes(rng, 1 + rng() % 100)));
+  for (int i = 0; i < 30; ++i)
+    REQUIRE(DpInsert(base.data(), ps, RandomBytes(rng, 1 + rng() % 100)));
   int detected = 0;
   for (int round = 0; round < 3000; ++round) {
     // A fresh heap copy of exactly page_size bytes, so ASan sees any overrun.
@@ -560,7 +562,8 @@ TEST_CASE("data page: random corruption never crashes", "[page]") {
     if (check.empty()) DpLiveLines(page.data());  // trusts line_count: only on checked pages
     DpFreeSpace(page.data(), ps);
     DpInsert(page.data(), ps, RandomBytes(rng, 1 + rng() % 500));
-    DpReplace(page.data(), ps, static_cast<uint16_t>(rng() % 40), RandomBytes(rng, 1 + rng() % 500));
+    DpReplace(page.data(), ps, static_cast<uint16_t>(rng() % 40),
+              RandomBytes(rng, 1 + rng() % 500));
     DpInsertAt(page.data(), ps, static_cast<uint16_t>(rng() % 60), "abc");
     DpDelete(page.data(), ps, static_cast<uint16_t>(rng() % 40));
     DpCheck(page.data(), ps);

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-
 #include "engine/util/coding.h"
 
 namespace ember::page {

@@ -140,7 +140,8 @@ TEST_CASE("pip: random allocate/free against a model", "[page]") {
       }
       if (op % 1000 == 0) {
         uint32_t mismatches = 0;
-        for (uint32_t i = 0; i < n; ++i) mismatches += PipIsFree(page.data(), ps, first + i) != model[i];
+        for (uint32_t i = 0; i < n; ++i)
+          mismatches += PipIsFree(page.data(), ps, first + i) != model[i];
         REQUIRE(mismatches == 0);
       }
     }
@@ -201,7 +202,8 @@ TEST_CASE("pip: PipFindFreeRun on a page whose min_free hint is past the bitmap 
     std::vector<uint8_t> page(4096);
     InitPip(page.data(), 4096, 1, 0);
     util::Put32(page.data() + 20, hint);  // min_free
-    for (uint32_t n = 8; n <= 64; n += 8) CHECK_FALSE(PipFindFreeRun(page.data(), 4096, n).has_value());
+    for (uint32_t n = 8; n <= 64; n += 8)
+      CHECK_FALSE(PipFindFreeRun(page.data(), 4096, n).has_value());
     CHECK_FALSE(PipFindFree(page.data(), 4096).has_value());
   }
 }

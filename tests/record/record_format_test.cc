@@ -1,8 +1,9 @@
 // Record format: version headers (plain and fragmented), the row encoding of every value type,
 // ValidateRow, body compression (plain / run-length / zstd) and back-version deltas, including
 // corrupt input, which must give DataLoss and never a crash.
-#include <catch2/catch.hpp>
+#include "engine/record/record_format.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/record/record_format.h"
 #include "engine/util/coding.h"
 #include "tests/support/engine_util.h"
 
@@ -182,8 +182,7 @@ TEST_CASE("record: rows of every type round-trip, with NULLs and embedded zeros"
       {std::string(), zeros, std::string(1, '\0'), std::string(100000, '\0'),
        std::string("\xFF\x80", 2)},
       {BlobId{0}, BlobId{1}, BlobId{~uint64_t{0}}},
-      {std::monostate{}, int64_t{42}, std::monostate{}, 3.25, zeros, BlobId{77},
-       std::monostate{}},
+      {std::monostate{}, int64_t{42}, std::monostate{}, 3.25, zeros, BlobId{77}, std::monostate{}},
   };
   for (const Row& row : rows) {
     std::string enc;
@@ -224,14 +223,14 @@ TEST_CASE("record: random bytes never crash DecodeRow", "[record]") {
 
 TEST_CASE("record: ValidateRow checks count, types and NOT NULL", "[record]") {
   const std::vector<Column> cols = {
-      {"id", ColumnType::kInt64, false}, {"score", ColumnType::kDouble, true},
+      {"id", ColumnType::kInt64, false},   {"score", ColumnType::kDouble, true},
       {"name", ColumnType::kString, true}, {"raw", ColumnType::kBytes, false},
       {"doc", ColumnType::kBlob, true},
   };
   const Row good = {int64_t{1}, 2.5, std::string("n"), std::string("\0", 1), BlobId{3}};
   CHECK_OK(ValidateRow(cols, good));
-  CHECK_OK(ValidateRow(cols, {int64_t{1}, std::monostate{}, std::monostate{}, std::string(),
-                              std::monostate{}}));
+  CHECK_OK(ValidateRow(
+      cols, {int64_t{1}, std::monostate{}, std::monostate{}, std::string(), std::monostate{}}));
 
   absl::Status s = ValidateRow(cols, {int64_t{1}});
   CHECK(absl::IsInvalidArgument(s));
@@ -328,8 +327,8 @@ TEST_CASE("record: corrupt compressed bodies give DataLoss, never a crash", "[re
   REQUIRE(CompressBody(rle_body, &rle) == BodyEncoding::kRle);
   REQUIRE(CompressBody(zstd_body, &zs) == BodyEncoding::kZstd);
   std::string out;
-  for (auto [enc, stored] : {std::pair{BodyEncoding::kRle, rle},
-                             std::pair{BodyEncoding::kZstd, zs}}) {
+  for (auto [enc, stored] :
+       {std::pair{BodyEncoding::kRle, rle}, std::pair{BodyEncoding::kZstd, zs}}) {
     INFO("encoding " << static_cast<int>(enc));
     // Truncated anywhere: always DataLoss.
     for (size_t cut = 0; cut < stored.size(); cut += 1 + stored.size() / 200) {

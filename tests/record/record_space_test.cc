@@ -5,7 +5,6 @@
 // back versions alive, and check that every write finds room, every row reads back as the model
 // says, and Validate() stays clean.
 #include <catch2/catch.hpp>
-
 #include <map>
 #include <optional>
 #include <random>
@@ -31,8 +30,8 @@ struct SpaceDb {
 
   SpaceDb() {
     db = OpenOrFail(tmp.path(), CreateOptions(4096, 32));
-    t = VALUE_OR_FAIL(db->CreateTable({"s", {{"id", ColumnType::kInt64, false},
-                                             {"b", ColumnType::kBytes}}}));
+    t = VALUE_OR_FAIL(
+        db->CreateTable({"s", {{"id", ColumnType::kInt64, false}, {"b", ColumnType::kBytes}}}));
   }
   ~SpaceDb() {
     if (db) (void)db->Close();

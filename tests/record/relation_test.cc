@@ -2,9 +2,10 @@
 // version chains read through snapshots, delta back versions, records larger than a page, own
 // overwrites, dead versions, write conflicts, page reads and record lists, and Check() before and
 // after a flush and reopen.
-#include <catch2/catch.hpp>
+#include "engine/record/relation.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,7 +19,6 @@
 #include "engine/page/data_page.h"
 #include "engine/page/pointer_page.h"
 #include "engine/record/record_format.h"
-#include "engine/record/relation.h"
 #include "engine/txn/txn_manager.h"
 #include "tests/support/engine_util.h"
 
@@ -96,7 +96,8 @@ struct RelEnv {
     std::vector<PageNo> pages;
     size_t n = 0;
     uint64_t v = 0;
-    REQUIRE_OK(rel->Check(&errors, &pages, [&](uint64_t) { ++n; }, &v));
+    REQUIRE_OK(rel->Check(
+        &errors, &pages, [&](uint64_t) { ++n; }, &v));
     for (PageNo p : pages) {  // (a page may be listed more than once)
       if (p < 2 || p >= space->page_count()) errors.push_back(absl::StrCat("page ", p, "?"));
     }
@@ -156,9 +157,8 @@ struct RelEnv {
 // A row encoding: an id, a version number and a long text that stays the same (delta-friendly).
 std::string Body(int64_t id, int64_t version, size_t pad = 200) {
   std::string raw;
-  record::EncodeRow({id, version, std::string(pad, static_cast<char>('a' + id % 26)),
-                     std::monostate{}},
-                    &raw);
+  record::EncodeRow(
+      {id, version, std::string(pad, static_cast<char>('a' + id % 26)), std::monostate{}}, &raw);
   return raw;
 }
 
@@ -170,8 +170,7 @@ std::string RandomBody(std::mt19937& rng, size_t n) {
 
 }  // namespace
 
-TEST_CASE("relation: insert and read, visible to the writer and after commit only",
-          "[relation]") {
+TEST_CASE("relation: insert and read, visible to the writer and after commit only", "[relation]") {
   RelEnv env;
   const uint64_t t1 = env.Begin();
   const uint64_t before = env.tm->CurrentCn();
@@ -610,8 +609,7 @@ TEST_CASE("relation: Write reports waits, conflicts and deleted records", "[rela
   CHECK(env.Put(rec, t9, env.Now(t9), nullptr).code == WriteOutcome::kNotFound);
   CHECK(env.Put(rec, t9, env.Now(t9), &b2, true).code == WriteOutcome::kNotFound);
   // Record numbers that never existed.
-  CHECK(env.Put(page::MakeRecordNo(50, 0), t9, env.Now(t9), &b2).code ==
-        WriteOutcome::kNotFound);
+  CHECK(env.Put(page::MakeRecordNo(50, 0), t9, env.Now(t9), &b2).code == WriteOutcome::kNotFound);
   CHECK(env.Put(rec + 500, t9, env.Now(t9), &b2).code == WriteOutcome::kNotFound);
   REQUIRE_OK(env.tm->Commit(t9));
   REQUIRE_OK(env.tm->Commit(t8));
@@ -752,9 +750,10 @@ TEST_CASE("relation: a mixed workload keeps Check() clean across a reopen", "[re
   CHECK(errors.empty());
 }
 
-TEST_CASE("relation: a growing table gets its data pages in aligned extents, filled in order, "
-          "and the layout survives a reopen",
-          "[relation]") {
+TEST_CASE(
+    "relation: a growing table gets its data pages in aligned extents, filled in order, "
+    "and the layout survives a reopen",
+    "[relation]") {
   RelEnv env;
   // The data pages by sequence, read from the pointer pages, and how many lines each has.
   auto layout = [&](std::vector<PageNo>* pages, std::vector<uint16_t>* lines) {

@@ -6,11 +6,11 @@
 // space that cannot take a spill, and all temp space given back.
 #include "engine/sort/key_sorter.h"
 
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -100,7 +100,8 @@ absl::Status Collect(const Merger& m, const SplitPoint* lo, const SplitPoint* hi
 std::vector<Entries> MergeRanges(const Merger& m, const std::vector<SplitPoint>& s) {
   std::vector<Entries> out(s.size() + 1);
   for (size_t r = 0; r <= s.size(); ++r) {
-    REQUIRE(Collect(m, r == 0 ? nullptr : &s[r - 1], r == s.size() ? nullptr : &s[r], &out[r]).ok());
+    REQUIRE(
+        Collect(m, r == 0 ? nullptr : &s[r - 1], r == s.size() ? nullptr : &s[r], &out[r]).ok());
   }
   return out;
 }
@@ -114,8 +115,8 @@ Entries Join(const std::vector<Entries>& parts) {
 bool Below(const Entry& e, const SplitPoint& p) { return e < Entry(p.key, p.value); }
 
 // Every range holds entries of its bounds only, and none holds over twice its share.
-void CheckRanges(const std::vector<Entries>& parts, const std::vector<SplitPoint>& s,
-                 size_t total, size_t slack) {
+void CheckRanges(const std::vector<Entries>& parts, const std::vector<SplitPoint>& s, size_t total,
+                 size_t slack) {
   for (size_t r = 0; r < parts.size(); ++r) {
     INFO("range " << r << " of " << parts.size() << ", " << parts[r].size() << " entries");
     for (const Entry& e : parts[r]) {
@@ -163,7 +164,7 @@ TEST_CASE("sort: builders merge into exactly the std::sort order, spilling no ru
     std::vector<uint64_t> limits;
     for (const Entries& g : given) {
       // kOne: two thirds of what the builder gets, so its first run spills and the rest stays.
-      limits.push_back(spill == kNone ? uint64_t{64} << 20
+      limits.push_back(spill == kNone  ? uint64_t{64} << 20
                        : spill == kOne ? std::max<uint64_t>(MemoryOf(g) * 2 / 3, 1)
                                        : uint64_t{8} << 10);
       b.push_back(std::make_unique<RunBuilder>(temp.ts.get(), limits.back()));
@@ -225,8 +226,8 @@ TEST_CASE("sort: builders merge into exactly the std::sort order, spilling no ru
     std::vector<std::thread> th;
     for (size_t r = 0; r < parts.size(); ++r) {
       th.emplace_back([&, r] {
-        status[r] = Collect(m, r == 0 ? nullptr : &sp[r - 1], r == sp.size() ? nullptr : &sp[r],
-                            &parts[r]);
+        status[r] =
+            Collect(m, r == 0 ? nullptr : &sp[r - 1], r == sp.size() ? nullptr : &sp[r], &parts[r]);
       });
     }
     for (auto& t : th) t.join();
@@ -290,7 +291,8 @@ TEST_CASE("sort: one key's many duplicates come out in value order and split acr
   }
   std::vector<std::unique_ptr<RunBuilder>> b;
   for (int i = 0; i < 3; ++i) b.push_back(std::make_unique<RunBuilder>(temp.ts.get(), 32 << 10));
-  for (size_t i = 0; i < want.size(); ++i) REQUIRE(b[i % 3]->Add(want[i].first, want[i].second).ok());
+  for (size_t i = 0; i < want.size(); ++i)
+    REQUIRE(b[i % 3]->Add(want[i].first, want[i].second).ok());
   for (auto& x : b) REQUIRE(x->Finish().ok());
   const Merger m({b[0].get(), b[1].get(), b[2].get()});
   CHECK(m.stats().spilled_runs > 3);
@@ -362,8 +364,9 @@ TEST_CASE("sort: an error from emit stops the merge and is its result", "[sort]"
   CHECK(seen == 100);
 }
 
-TEST_CASE("sort: a temp space that fills up is ResourceExhausted, keeps what was added, leaks nothing",
-          "[sort]") {
+TEST_CASE(
+    "sort: a temp space that fills up is ResourceExhausted, keeps what was added, leaks nothing",
+    "[sort]") {
   io::TempSpaceOptions o;
   o.dirs = {"/proc/no-such-dir-for-ember"};  // no spill file can be created
   o.cache_limit = 64 << 10;                  // the first spills fit in memory
@@ -423,7 +426,8 @@ TEST_CASE("sort: a spilled run that cannot be read back fails the merge, not the
     std::vector<std::unique_ptr<RunBuilder>> b;
     for (int i = 0; i < 2; ++i) b.push_back(std::make_unique<RunBuilder>(&ts, 16 << 10));
     for (int i = 0; i < 20000; ++i) {
-      REQUIRE(b[static_cast<size_t>(i % 2)]->Add("key-" + std::to_string(i * 7919 % 20011), i).ok());
+      REQUIRE(
+          b[static_cast<size_t>(i % 2)]->Add("key-" + std::to_string(i * 7919 % 20011), i).ok());
     }
     for (auto& x : b) REQUIRE(x->Finish().ok());
     const Merger m({b[0].get(), b[1].get()});
@@ -435,8 +439,8 @@ TEST_CASE("sort: a spilled run that cannot be read back fails the merge, not the
     for (size_t r = 0; r < status.size(); ++r) {
       th.emplace_back([&, r] {
         Entries got;
-        status[r] = Collect(m, r == 0 ? nullptr : &sp[r - 1], r == sp.size() ? nullptr : &sp[r],
-                            &got);
+        status[r] =
+            Collect(m, r == 0 ? nullptr : &sp[r - 1], r == sp.size() ? nullptr : &sp[r], &got);
       });
     }
     for (auto& t : th) t.join();

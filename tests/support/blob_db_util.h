@@ -3,7 +3,6 @@
 // options and the docs table of the BLOB tests, and a clean-Validate assertion.
 #pragma once
 #include <catch2/catch.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -51,16 +50,16 @@ absl::StatusOr<std::string> ReadAllStatus(Transaction* t, BlobId id);
 std::string ReadAll(Transaction* t, BlobId id);
 
 // Compares without printing megabytes on failure.
-#define REQUIRE_BYTES(actual, expected)                                                   \
-  do {                                                                                    \
-    const std::string& _a = (actual);                                                     \
-    const std::string& _e = (expected);                                                   \
-    if (_a != _e) {                                                                       \
-      size_t _i = 0;                                                                      \
-      while (_i < _a.size() && _i < _e.size() && _a[_i] == _e[_i]) ++_i;                  \
-      FAIL(#actual << " differs from " << #expected << ": sizes " << _a.size() << " / "   \
-                   << _e.size() << ", first difference at " << _i);                       \
-    }                                                                                     \
+#define REQUIRE_BYTES(actual, expected)                                                 \
+  do {                                                                                  \
+    const std::string& _a = (actual);                                                   \
+    const std::string& _e = (expected);                                                 \
+    if (_a != _e) {                                                                     \
+      size_t _i = 0;                                                                    \
+      while (_i < _a.size() && _i < _e.size() && _a[_i] == _e[_i]) ++_i;                \
+      FAIL(#actual << " differs from " << #expected << ": sizes " << _a.size() << " / " \
+                   << _e.size() << ", first difference at " << _i);                     \
+    }                                                                                   \
   } while (0)
 
 db::DatabaseImpl* Impl(Database* d);

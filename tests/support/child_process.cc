@@ -1,11 +1,11 @@
 // The fork-and-kill machinery of the SIGKILL crash tests declared in child_process.h.
 #include "tests/support/child_process.h"
 
-#include <catch2/catch.hpp>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>

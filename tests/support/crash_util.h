@@ -10,7 +10,6 @@
 // there), EMBER_CRASH_VERBOSE (1: a summary line per test; 2: also one per crash).
 #pragma once
 #include <catch2/catch.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -157,8 +156,8 @@ std::string DescribeDiff(const Model& want, const Model& got, size_t max_lines =
     auto it = got.find(id);
     if (it == got.end()) line(absl::StrCat("id ", id, ": missing, expected ", DescribeRow(r)));
     else if (!(it->second == r)) {
-      line(absl::StrCat("id ", id, ": got ", DescribeRow(it->second), " expected ",
-                        DescribeRow(r)));
+      line(
+          absl::StrCat("id ", id, ": got ", DescribeRow(it->second), " expected ", DescribeRow(r)));
     }
   }
   for (const auto& [id, r] : got) {

@@ -2,7 +2,6 @@
 #include "tests/support/damage_util.h"
 
 #include <catch2/catch.hpp>
-
 #include <optional>
 #include <string_view>
 

@@ -16,8 +16,7 @@ bool IsError(const absl::Status& s, absl::StatusCode code, std::string_view part
 
 bool NamesPage(absl::string_view msg, uint32_t p) {
   const std::string needle = "page " + std::to_string(p);
-  for (size_t at = msg.find(needle); at != absl::string_view::npos;
-       at = msg.find(needle, at + 1)) {
+  for (size_t at = msg.find(needle); at != absl::string_view::npos; at = msg.find(needle, at + 1)) {
     const size_t end = at + needle.size();
     if (end == msg.size() || msg[end] < '0' || msg[end] > '9') return true;
   }

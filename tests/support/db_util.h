@@ -5,7 +5,6 @@
 // threads (Catch2 assertions belong on the main thread).
 #pragma once
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <mutex>

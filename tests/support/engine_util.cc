@@ -97,8 +97,8 @@ void RecordingFile::RunWriteHook() {
 void RecordingFile::Record(int step, uint64_t offset, const void* data, size_t len) {
   const auto* p = static_cast<const uint8_t*>(data);
   for (size_t at = 0; at + ps_ <= len; at += ps_) {
-    events_.push_back({step, false, static_cast<page::PageNo>((offset + at) / ps_),
-                       GetStamp(p + at)});
+    events_.push_back(
+        {step, false, static_cast<page::PageNo>((offset + at) / ps_), GetStamp(p + at)});
   }
 }
 
@@ -133,8 +133,8 @@ std::string CheckBefore(const std::vector<IoEvent>& ev, page::PageNo first, page
     bool synced = false;
     for (int i = best + 1; i < t; ++i) synced |= ev[i].sync && ev[i].step > ev[best].step;
     if (!synced) {
-      return absl::StrCat("no sync between page ", first, " (step ", ev[best].step,
-                          ") and page ", then, " (step ", then_step, ")");
+      return absl::StrCat("no sync between page ", first, " (step ", ev[best].step, ") and page ",
+                          then, " (step ", then_step, ")");
     }
   }
   return "";

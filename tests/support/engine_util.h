@@ -3,9 +3,8 @@
 // precedence) and checks over what it recorded, a scratch database file with a buffer cache
 // over it, and test pages stamped with a version number.
 #pragma once
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -74,8 +73,8 @@ class RecordingFile : public io::File {
   std::unique_ptr<io::File> base_;
   const uint32_t ps_;
   mutable std::mutex mu_;
-  std::vector<IoEvent> events_;  // guarded by mu_
-  int step_ = 0;                 // guarded by mu_
+  std::vector<IoEvent> events_;       // guarded by mu_
+  int step_ = 0;                      // guarded by mu_
   std::function<void()> hook_;        // guarded by mu_
   std::function<void()> write_hook_;  // guarded by mu_
   std::atomic<uint64_t> read_calls_{0};

@@ -12,7 +12,7 @@
 namespace ember::testing {
 
 struct FaultDb {
-  io::FaultFile* ff = nullptr;            // owned by the database
+  io::FaultFile* ff = nullptr;  // owned by the database
   std::unique_ptr<db::DatabaseImpl> db;
 };
 

@@ -43,8 +43,8 @@ void FaultFile::ShortWriteAfter(uint64_t n, size_t len) {
 }
 
 absl::Status FaultFile::NotHooked() const {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "FaultFile over ", base_->path(), ": the wrapped file takes no write hook"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("FaultFile over ", base_->path(), ": the wrapped file takes no write hook"));
 }
 
 // Counts the request and decides its fate; a request let through gets its undo recorded.
@@ -80,7 +80,8 @@ void FaultFile::AfterWrite(uint64_t offset) {
 
 absl::Status FaultFile::MaybeFailRead(uint64_t offset) {
   util::MutexLock lock(mu_);
-  if (read_fault_.Fires(++reads_)) return ErrnoStatus(read_fault_.err, "pread", base_->path(), offset);
+  if (read_fault_.Fires(++reads_))
+    return ErrnoStatus(read_fault_.err, "pread", base_->path(), offset);
   return absl::OkStatus();
 }
 
@@ -122,7 +123,8 @@ absl::Status FaultFile::DropUnsynced() {
   base_->SetWriteHook(nullptr);
   absl::Status s;
   for (auto it = undo_.rbegin(); it != undo_.rend() && s.ok(); ++it) {
-    if (!it->old_bytes.empty()) s = base_->Write(it->offset, it->old_bytes.data(), it->old_bytes.size());
+    if (!it->old_bytes.empty())
+      s = base_->Write(it->offset, it->old_bytes.data(), it->old_bytes.size());
   }
   if (hooked_) base_->SetWriteHook(this);
   if (!s.ok()) return s;

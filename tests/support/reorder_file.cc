@@ -1,8 +1,8 @@
 // ReorderFile and TearWrite (reorder_file.h): power loss with unsynced writes reordered and torn.
 #include "tests/support/reorder_file.h"
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
@@ -16,8 +16,12 @@ std::string TearWrite(const std::string& before, const std::string& after, size_
   std::vector<bool> fresh(units);
   const size_t k = 1 + rng() % (units - 1);  // new units in a prefix or suffix
   switch (rng() % 3) {
-    case 0: for (size_t i = 0; i < k; ++i) fresh[i] = true; break;
-    case 1: for (size_t i = units - k; i < units; ++i) fresh[i] = true; break;
+    case 0:
+      for (size_t i = 0; i < k; ++i) fresh[i] = true;
+      break;
+    case 1:
+      for (size_t i = units - k; i < units; ++i) fresh[i] = true;
+      break;
     default:
       for (size_t i = 0; i < units; ++i) fresh[i] = rng() % 2;
       fresh[rng() % units] = true;
@@ -27,7 +31,8 @@ std::string TearWrite(const std::string& before, const std::string& after, size_
   }
   std::string out = before;
   for (size_t i = 0; i < units; ++i) {
-    if (fresh[i]) out.replace(i * unit, std::min(unit, out.size() - i * unit), after, i * unit, unit);
+    if (fresh[i])
+      out.replace(i * unit, std::min(unit, out.size() - i * unit), after, i * unit, unit);
   }
   return out;
 }

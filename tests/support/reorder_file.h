@@ -137,13 +137,13 @@ class ReorderFile : public io::File, private io::WriteHook {
   std::unique_ptr<io::File> base_;
   bool hooked_ = false;
   std::mutex mu_;
-  std::map<uint64_t, Range> ranges_;  // guarded by mu_: by offset
-  uint64_t synced_size_ = 0;          // guarded by mu_
-  bool partial_overlap_ = false;      // guarded by mu_
-  uint64_t cut_at_ = 0;               // guarded by mu_
+  std::map<uint64_t, Range> ranges_;   // guarded by mu_: by offset
+  uint64_t synced_size_ = 0;           // guarded by mu_
+  bool partial_overlap_ = false;       // guarded by mu_
+  uint64_t cut_at_ = 0;                // guarded by mu_
   uint64_t writes_since_cut_set_ = 0;  // guarded by mu_
-  bool powered_off_ = false;          // guarded by mu_
-  unsigned tear_percent_ = 0;         // guarded by mu_
+  bool powered_off_ = false;           // guarded by mu_
+  unsigned tear_percent_ = 0;          // guarded by mu_
   uint64_t syncs_ = 0;
   uint64_t torn_ = 0;
 };

@@ -13,7 +13,6 @@
 // Templates over the test's Op, hence header-only.
 #pragma once
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -35,8 +34,8 @@ struct TxnEffect {
 
 template <class Op>
 struct SideLog {
-  std::vector<TxnEffect<Op>> committed;   // in commit order
-  std::optional<TxnEffect<Op>> pending;   // announced, commit outcome unknown
+  std::vector<TxnEffect<Op>> committed;  // in commit order
+  std::optional<TxnEffect<Op>> pending;  // announced, commit outcome unknown
   bool torn_tail = false;
 };
 

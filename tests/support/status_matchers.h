@@ -7,7 +7,6 @@
 // problems (ErrorLog, db_util.h) and the main thread checks them.
 #pragma once
 #include <catch2/catch.hpp>
-
 #include <utility>
 
 #include "absl/status/status.h"
@@ -29,10 +28,10 @@ T ValueOrFail(absl::StatusOr<T> s, const char* expr) {
 
 }  // namespace ember::testing
 
-#define REQUIRE_OK(expr)                                                  \
-  do {                                                                    \
-    const absl::Status _ember_s = ::ember::testing::StatusOf(expr);       \
-    if (!_ember_s.ok()) FAIL(#expr << ": " << _ember_s.ToString());       \
+#define REQUIRE_OK(expr)                                            \
+  do {                                                              \
+    const absl::Status _ember_s = ::ember::testing::StatusOf(expr); \
+    if (!_ember_s.ok()) FAIL(#expr << ": " << _ember_s.ToString()); \
   } while (0)
 
 #define CHECK_OK(expr)                                                    \

@@ -67,7 +67,9 @@ ToolRun Run(const TempDb& dir, const std::string& tool, std::vector<std::string>
   r.code = WEXITSTATUS(status);
   r.out = Slurp(out);
   r.err = Slurp(err);
-  UNSCOPED_INFO(tool << " exit " << r.code << "\n--- stdout:\n" << r.out << "--- stderr:\n" << r.err);
+  UNSCOPED_INFO(tool << " exit " << r.code << "\n--- stdout:\n"
+                     << r.out << "--- stderr:\n"
+                     << r.err);
   return r;
 }
 
@@ -121,13 +123,14 @@ TEST_CASE("tools: --help lists every flag and exits 0", "[tools][fork]") {
   TempDb tmp;
   ToolRun s = Run(tmp, kStat, {"--help"});
   CHECK(s.code == 0);
-  for (const char* f : {"-h ", "-d ", "-i ", "-a ", "-t ", "-retries", "-noprogress", "Exit codes"}) {
+  for (const char* f :
+       {"-h ", "-d ", "-i ", "-a ", "-t ", "-retries", "-noprogress", "Exit codes"}) {
     CHECK(Has(s.out, f));
   }
   ToolRun f = Run(tmp, kFix, {"-help"});
   CHECK(f.code == 0);
-  for (const char* flag : {"-sweep ", "-par ", "-validate", "-full", "-mend", "-sweep_interval",
-                           "Exit codes"}) {
+  for (const char* flag :
+       {"-sweep ", "-par ", "-validate", "-full", "-mend", "-sweep_interval", "Exit codes"}) {
     CHECK(Has(f.out, flag));
   }
 }
@@ -141,13 +144,13 @@ TEST_CASE("tools: usage errors exit 2", "[tools][fork]") {
   ToolRun r = Run(tmp, kStat, {"--bogus", tmp.path()});
   CHECK(r.code == 2);
   CHECK(Has(r.err, "unknown flag '--bogus'"));
-  CHECK(Run(tmp, kStat, {}).code == 2);                          // no database
+  CHECK(Run(tmp, kStat, {}).code == 2);  // no database
   CHECK(Run(tmp, kStat, {"-retries", "x", tmp.path()}).code == 2);
-  CHECK(Run(tmp, kFix, {tmp.path()}).code == 2);                 // no action
-  CHECK(Run(tmp, kFix, {"-h", tmp.path()}).code == 2);           // -h is not ember-fix's
+  CHECK(Run(tmp, kFix, {tmp.path()}).code == 2);        // no action
+  CHECK(Run(tmp, kFix, {"-h", tmp.path()}).code == 2);  // -h is not ember-fix's
   CHECK(Run(tmp, kFix, {"-sweep", "-par", "0", tmp.path()}).code == 2);
   CHECK(Run(tmp, kFix, {"-sweep", "-par", "two", tmp.path()}).code == 2);
-  CHECK(Run(tmp, kFix, {"-mend", tmp.path()}).code == 2);        // -mend without -validate
+  CHECK(Run(tmp, kFix, {"-mend", tmp.path()}).code == 2);  // -mend without -validate
 }
 
 TEST_CASE("tools: a missing database exits 3 naming the path", "[tools][fork]") {
@@ -350,8 +353,7 @@ TEST_CASE("tools: ember-fix -sweep -par 2 removes a table's garbage", "[tools][f
   REQUIRE_OK(db->Close());
 }
 
-TEST_CASE("tools: ember-fix -sweep_interval stores the interval in the header",
-          "[tools][fork]") {
+TEST_CASE("tools: ember-fix -sweep_interval stores the interval in the header", "[tools][fork]") {
   TempDb tmp;
   {
     Options o = Small();
@@ -420,9 +422,9 @@ TEST_CASE("tools: ember-bak backs up and restores, and says what is wrong", "[to
   for (const char* f : {"-b ", "-c ", "-par ", "-zstd ", "-page_size ", "-rep ", "Exit codes"}) {
     CHECK(Has(h.out, f));
   }
-  CHECK(Run(tmp, kBak, {tmp.path(), tmp.File("x.ebk")}).code == 2);            // no -b / -c
+  CHECK(Run(tmp, kBak, {tmp.path(), tmp.File("x.ebk")}).code == 2);  // no -b / -c
   CHECK(Run(tmp, kBak, {"-b", "-c", tmp.path(), tmp.File("x.ebk")}).code == 2);
-  CHECK(Run(tmp, kBak, {"-b", tmp.path()}).code == 2);                          // one argument
+  CHECK(Run(tmp, kBak, {"-b", tmp.path()}).code == 2);  // one argument
   CHECK(Run(tmp, kBak, {"-c", "-page_size", "5000", "a", "b"}).code == 2);
   CHECK(Run(tmp, kBak, {"-b", "-par", "0", tmp.path(), tmp.File("x.ebk")}).code == 2);
 
@@ -494,14 +496,14 @@ TEST_CASE("tools: ember-bak -c leaves an index it cannot build inactive, and -i 
   CHECK(Has(w.err, "warning: index people_name restored inactive"));
   CHECK(Has(w.err, "longer than the maximum"));
   CHECK(io::FileExists(tmp.File("w.edb")));
-  ToolRun s = Run(tmp, kBak, {"-c", "-page_size", "4096", "-strict", "-noprogress", bak,
-                              tmp.File("s.edb")});
+  ToolRun s = Run(tmp, kBak,
+                  {"-c", "-page_size", "4096", "-strict", "-noprogress", bak, tmp.File("s.edb")});
   CHECK(s.code == 1);
   CHECK(Has(s.err, "people_name"));
   CHECK(Has(s.err, "ember-bak -c -i"));
   CHECK_FALSE(io::FileExists(tmp.File("s.edb")));
-  ToolRun i = Run(tmp, kBak, {"-c", "-page_size", "4096", "-i", "-noprogress", bak,
-                              tmp.File("i.edb")});
+  ToolRun i =
+      Run(tmp, kBak, {"-c", "-page_size", "4096", "-i", "-noprogress", bak, tmp.File("i.edb")});
   CHECK(i.code == 0);
   CHECK(Has(i.out, "Indexes built: 0 of 2"));
   CHECK(i.err.empty());
@@ -509,8 +511,8 @@ TEST_CASE("tools: ember-bak -c leaves an index it cannot build inactive, and -i 
     Options o = testing::CreateOptions(4096);
     o.create_if_missing = false;
     auto db = OpenOrFail(tmp.File("i.edb"), o);
-    CHECK(testing::IsError(db->SetIndexActive("people_name", true), absl::StatusCode::kInvalidArgument,
-                  "people_name"));
+    CHECK(testing::IsError(db->SetIndexActive("people_name", true),
+                           absl::StatusCode::kInvalidArgument, "people_name"));
     REQUIRE_OK(db->SetIndexActive("people_pk", true));
     testing::RequireValid(db.get(), "restored with -i");
     REQUIRE_OK(db->Close());

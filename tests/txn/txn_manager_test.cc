@@ -1,10 +1,11 @@
 // TxnManager: ids, states and commit numbers, snapshots, block reservation of ids, Load after a
 // crash, TIP page chaining, commit ordering on disk, group commit, waits (commit, death, time-out,
 // deadlock), and OIT/OAT/OST.
-#include <catch2/catch.hpp>
+#include "engine/txn/txn_manager.h"
 
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
 #include <set>
@@ -14,7 +15,6 @@
 #include "engine/cache/buffer_cache.h"
 #include "engine/cache/page_space.h"
 #include "engine/page/tip.h"
-#include "engine/txn/txn_manager.h"
 #include "tests/support/engine_util.h"
 
 using namespace ember;
@@ -22,8 +22,8 @@ using cache::CacheOptions;
 using cache::LatchMode;
 using cache::PageRef;
 using page::PageNo;
-using txn::TxnManager;
 using testing::TestDb;
+using txn::TxnManager;
 
 namespace {
 

@@ -2,17 +2,16 @@
 // before-image wins), rollback actions, Find/Rename of named levels, Forget, before-images
 // spilled to a real TempSpace past a tiny memory limit and read back exactly, and arena reuse
 // across repeated push/release and push/rollback cycles.
+#include "engine/txn/undo_log.h"
+
 #include <catch2/catch.hpp>
-
-#include <tuple>
-
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/io/temp_space.h"
-#include "engine/txn/undo_log.h"
 #include "tests/support/temp_dir.h"
 
 using ember::io::TempSpace;
@@ -137,10 +136,10 @@ TEST_CASE("undo log: release merges into the parent, whose before-image wins", "
   Rec(log, {1, 1}, UndoKind::kRestoreOwn, "r1 parent", true);
   Rec(log, {1, 2}, UndoKind::kRemoveHead, {}, true);
   log.Push("a");
-  Rec(log, {1, 1}, UndoKind::kRestoreOwn, "r1 child", true);    // parent has it: dropped
-  Rec(log, {1, 2}, UndoKind::kRestoreOwn, "r2 child", true);    // parent has it: dropped
-  Rec(log, {1, 3}, UndoKind::kRestoreOwn, "r3 child", true);    // new: moves down
-  Rec(log, {2, 1}, UndoKind::kRemoveHead, {}, true);            // new: moves down
+  Rec(log, {1, 1}, UndoKind::kRestoreOwn, "r1 child", true);  // parent has it: dropped
+  Rec(log, {1, 2}, UndoKind::kRestoreOwn, "r2 child", true);  // parent has it: dropped
+  Rec(log, {1, 3}, UndoKind::kRestoreOwn, "r3 child", true);  // new: moves down
+  Rec(log, {2, 1}, UndoKind::kRemoveHead, {}, true);          // new: moves down
   REQUIRE(log.stats().records == 6);
   log.ReleaseTop();
   REQUIRE(log.depth() == 1);
@@ -162,10 +161,10 @@ TEST_CASE("undo log: release merges into the parent, whose before-image wins", "
   REQUIRE(acts.size() == 5);
   // Removals first (they free the room restores may need), each kind in record order.
   for (size_t i = 1; i < acts.size(); ++i) {
-    const auto a = std::make_tuple(acts[i - 1].kind != UndoKind::kRemoveHead,
-                                   acts[i - 1].key.table, acts[i - 1].key.rec);
-    const auto b = std::make_tuple(acts[i].kind != UndoKind::kRemoveHead, acts[i].key.table,
-                                   acts[i].key.rec);
+    const auto a = std::make_tuple(acts[i - 1].kind != UndoKind::kRemoveHead, acts[i - 1].key.table,
+                                   acts[i - 1].key.rec);
+    const auto b =
+        std::make_tuple(acts[i].kind != UndoKind::kRemoveHead, acts[i].key.table, acts[i].key.rec);
     CHECK(a < b);
   }
   auto m = ByKey(acts);
@@ -203,11 +202,11 @@ TEST_CASE("undo log: rollback of a middle level after a release", "[undo]") {
 
 TEST_CASE("undo log: Find finds the innermost named level, Rename hides one", "[undo]") {
   UndoLog log(nullptr, 0);
-  log.Push("");     // 0: transaction level
-  log.Push("a");    // 1
-  log.Push("");     // 2: a statement
-  log.Push("b");    // 3
-  log.Push("a");    // 4
+  log.Push("");   // 0: transaction level
+  log.Push("a");  // 1
+  log.Push("");   // 2: a statement
+  log.Push("b");  // 3
+  log.Push("a");  // 4
   CHECK(log.Find("a") == 4);
   CHECK(log.Find("b") == 3);
   CHECK(log.Find("nope") == -1);
@@ -321,8 +320,7 @@ TEST_CASE("undo log: without temp space the memory limit is ignored", "[undo]") 
   CHECK(a[0].before == big);
 }
 
-TEST_CASE("undo log: repeated statements over the same records do not grow the arena",
-          "[undo]") {
+TEST_CASE("undo log: repeated statements over the same records do not grow the arena", "[undo]") {
   const bool spill = GENERATE(false, true);
   INFO("spilling " << spill);
   Temp temp;
@@ -496,8 +494,8 @@ TEST_CASE("undo log: random savepoint work matches a model, records across chunk
       REQUIRE(log.TopHas({k.first, k.second}) == !fresh);
       Rec(log, {k.first, k.second}, own ? UndoKind::kRestoreOwn : UndoKind::kRemoveHead, img,
           fresh);
-      if (fresh) model.back().emplace(k, Want{own ? UndoKind::kRestoreOwn : UndoKind::kRemoveHead,
-                                              img});
+      if (fresh)
+        model.back().emplace(k, Want{own ? UndoKind::kRestoreOwn : UndoKind::kRemoveHead, img});
     }
     size_t records = 0;
     for (const auto& m : model) records += m.size();
@@ -538,7 +536,8 @@ TEST_CASE("undo log: a million-record statement released and rolled back, chunk 
   REQUIRE(log.stats().records == n);
   log.Push("");
   for (uint64_t p = 0; p < kPages / 2; ++p) {
-    for (uint64_t l = 0; l < kLines; ++l) Rec(log, {1, rec(p, l)}, UndoKind::kRestoreOwn, "v2", true);
+    for (uint64_t l = 0; l < kLines; ++l)
+      Rec(log, {1, rec(p, l)}, UndoKind::kRestoreOwn, "v2", true);
   }
   UndoActions acts = Pop(log);
   REQUIRE(acts.size() == n / 2);

@@ -1,14 +1,13 @@
 // Varint and zigzag coding: round trips at every length boundary, and rejection of truncated and
 // over-long input.
-#include <catch2/catch.hpp>
+#include "engine/util/coding.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
-
-#include "engine/util/coding.h"
 
 using namespace ember::util;
 

@@ -1,7 +1,8 @@
 // Key encoding: memcmp order of encodings must equal typed tuple order (checked on random tuples
 // built from edge-case-heavy pools), decoders must round-trip, and malformed input must be refused.
-#include <catch2/catch.hpp>
+#include "engine/util/key_encoding.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,8 +10,6 @@
 #include <string>
 #include <variant>
 #include <vector>
-
-#include "engine/util/key_encoding.h"
 
 using namespace ember::util;
 
@@ -74,8 +73,14 @@ class Generator {
     switch (type) {
       case 1: {
         static const int64_t kEdges[] = {std::numeric_limits<int64_t>::min(),
-                                         std::numeric_limits<int64_t>::min() + 1, -256, -1, 0, 1,
-                                         255, 256, std::numeric_limits<int64_t>::max() - 1,
+                                         std::numeric_limits<int64_t>::min() + 1,
+                                         -256,
+                                         -1,
+                                         0,
+                                         1,
+                                         255,
+                                         256,
+                                         std::numeric_limits<int64_t>::max() - 1,
                                          std::numeric_limits<int64_t>::max()};
         switch (rng_() % 3) {
           case 0: return kEdges[rng_() % std::size(kEdges)];
@@ -85,11 +90,19 @@ class Generator {
       }
       case 2: {
         constexpr double kInf = std::numeric_limits<double>::infinity();
-        static const double kEdges[] = {-kInf, std::numeric_limits<double>::lowest(), -1.5, -1.0,
-                                        -std::numeric_limits<double>::denorm_min(), -0.0, 0.0,
+        static const double kEdges[] = {-kInf,
+                                        std::numeric_limits<double>::lowest(),
+                                        -1.5,
+                                        -1.0,
+                                        -std::numeric_limits<double>::denorm_min(),
+                                        -0.0,
+                                        0.0,
                                         std::numeric_limits<double>::denorm_min(),
-                                        std::numeric_limits<double>::min(), 1.0, 1.5,
-                                        std::numeric_limits<double>::max(), kInf,
+                                        std::numeric_limits<double>::min(),
+                                        1.0,
+                                        1.5,
+                                        std::numeric_limits<double>::max(),
+                                        kInf,
                                         std::numeric_limits<double>::quiet_NaN(),
                                         -std::numeric_limits<double>::quiet_NaN()};
         switch (rng_() % 3) {
@@ -190,17 +203,32 @@ TEST_CASE("key encoding: edge values sort correctly", "[util][key_encoding]") {
   auto key = [](Value v) { return Encode(Tuple{std::move(v)}); };
   constexpr double kInf = std::numeric_limits<double>::infinity();
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-  const std::vector<Value> ascending = {
-      std::monostate{},
-      std::numeric_limits<int64_t>::min(), int64_t{-1}, int64_t{0}, int64_t{1},
-      std::numeric_limits<int64_t>::max(),
-      -kInf, std::numeric_limits<double>::lowest(), -1.0,
-      -std::numeric_limits<double>::denorm_min(),
-      0.0, std::numeric_limits<double>::denorm_min(), 1.0, std::numeric_limits<double>::max(), kInf,
-      kNaN,
-      std::string(), std::string(1, '\0'), std::string("\0\0", 2), std::string("\0a", 2),
-      std::string("\x01"), std::string("a"), std::string("a\0", 2), std::string("a\x01"),
-      std::string("ab"), std::string("\xFF")};
+  const std::vector<Value> ascending = {std::monostate{},
+                                        std::numeric_limits<int64_t>::min(),
+                                        int64_t{-1},
+                                        int64_t{0},
+                                        int64_t{1},
+                                        std::numeric_limits<int64_t>::max(),
+                                        -kInf,
+                                        std::numeric_limits<double>::lowest(),
+                                        -1.0,
+                                        -std::numeric_limits<double>::denorm_min(),
+                                        0.0,
+                                        std::numeric_limits<double>::denorm_min(),
+                                        1.0,
+                                        std::numeric_limits<double>::max(),
+                                        kInf,
+                                        kNaN,
+                                        std::string(),
+                                        std::string(1, '\0'),
+                                        std::string("\0\0", 2),
+                                        std::string("\0a", 2),
+                                        std::string("\x01"),
+                                        std::string("a"),
+                                        std::string("a\0", 2),
+                                        std::string("a\x01"),
+                                        std::string("ab"),
+                                        std::string("\xFF")};
   for (size_t i = 1; i < ascending.size(); ++i) {
     INFO("position " << i);
     CHECK(key(ascending[i - 1]) < key(ascending[i]));
@@ -267,14 +295,23 @@ TEST_CASE("key encoding: malformed input is refused", "[util][key_encoding]") {
   CHECK(refused("", null));
   CHECK(refused("\x01", null));
   CHECK(refused("", int64));
-  CHECK(refused(std::string("\x01\0\0\0\0\0\0\0", 8), int64));  // 7 payload bytes
+  CHECK(refused(std::string("\x01\0\0\0\0\0\0\0", 8), int64));    // 7 payload bytes
   CHECK(refused(std::string("\x02\0\0\0\0\0\0\0\0", 9), int64));  // wrong tag
   CHECK(refused(std::string("\x02\0\0\0", 4), dbl));
   CHECK(refused("", str));
-  CHECK(refused("\x03", str));                          // no terminator
-  CHECK(refused("\x03" "abc", str));                    // no terminator
-  CHECK(refused(std::string("\x03" "a\0", 3), str));    // lone 0x00 at the end
-  CHECK(refused(std::string("\x03" "a\0\x01", 4), str));  // bad escape
+  CHECK(refused("\x03", str));  // no terminator
+  CHECK(
+      refused("\x03"
+              "abc",
+              str));  // no terminator
+  CHECK(refused(std::string("\x03"
+                            "a\0",
+                            3),
+                str));  // lone 0x00 at the end
+  CHECK(refused(std::string("\x03"
+                            "a\0\x01",
+                            4),
+                str));                                          // bad escape
   CHECK(refused(std::string("\x01\0\0\0\0\0\0\0\0", 9), str));  // wrong tag
 
   // Random garbage never crashes the decoders (the sanitizer builds watch this).
@@ -322,8 +359,14 @@ TEST_CASE("key encoding: skipping a column steps exactly over what a decoder rea
   }
   std::string_view empty;
   CHECK_FALSE(SkipKeyColumn(&empty));
-  std::string_view cut("\x03" "ab\0", 4);
+  std::string_view cut(
+      "\x03"
+      "ab\0",
+      4);
   CHECK_FALSE(SkipKeyColumn(&cut));
-  std::string_view bad_escape("\x03" "a\0\x01\0\0", 6);
+  std::string_view bad_escape(
+      "\x03"
+      "a\0\x01\0\0",
+      6);
   CHECK_FALSE(SkipKeyColumn(&bad_escape));
 }

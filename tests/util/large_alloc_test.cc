@@ -3,7 +3,6 @@
 #include "engine/util/large_alloc.h"
 
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -34,8 +33,7 @@ TEST_CASE("large alloc: buffers of every size are aligned and wholly usable", "[
   LargeFree(nullptr, kLargeAllocMin);  // a no-op
 }
 
-TEST_CASE("large alloc: containers grow across the threshold and keep their contents",
-          "[util]") {
+TEST_CASE("large alloc: containers grow across the threshold and keep their contents", "[util]") {
   std::vector<uint64_t, LargeAllocator<uint64_t>> v;
   std::basic_string<char, std::char_traits<char>, LargeAllocator<char>> s;
   for (uint64_t i = 0; i < (uint64_t{3} << 20); ++i) {  // 24 MB of values, 3 MB of chars

@@ -4,9 +4,8 @@
 // Synchronisation is by latches, never by timing.
 #include "engine/worker/worker_pool.h"
 
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -41,14 +40,16 @@ TEST_CASE("worker pool: every item runs exactly once, on at most W workers", "[w
   std::set<std::thread::id> threads;
   std::set<int> ids;
   const std::thread::id caller = std::this_thread::get_id();
-  REQUIRE(pool.Run(workers, items, [&](size_t i, const TaskContext& ctx) {
-    runs[i].fetch_add(1);
-    std::lock_guard<std::mutex> g(mu);
-    threads.insert(std::this_thread::get_id());
-    ids.insert(ctx.worker);
-    CHECK((ctx.worker == 0) == (std::this_thread::get_id() == caller));
-    return absl::OkStatus();
-  }).ok());
+  REQUIRE(pool.Run(workers, items,
+                   [&](size_t i, const TaskContext& ctx) {
+                     runs[i].fetch_add(1);
+                     std::lock_guard<std::mutex> g(mu);
+                     threads.insert(std::this_thread::get_id());
+                     ids.insert(ctx.worker);
+                     CHECK((ctx.worker == 0) == (std::this_thread::get_id() == caller));
+                     return absl::OkStatus();
+                   })
+              .ok());
   for (size_t i = 0; i < items; ++i) REQUIRE(runs[i].load() == 1);
   CHECK(threads.size() <= static_cast<size_t>(workers));
   for (int id : ids) CHECK((id >= 0 && id < workers));
@@ -67,18 +68,21 @@ TEST_CASE("worker pool: W workers really work at once, and a slow item does not 
   std::mutex mu;
   std::set<int> workers_seen;
   const size_t items = 200;
-  REQUIRE(pool.Run(4, items, [&](size_t i, const TaskContext& ctx) {
-    {
-      std::lock_guard<std::mutex> g(mu);
-      workers_seen.insert(ctx.worker);
-    }
-    if (i == 0) {
-      blocked_ok = WaitUntil([&] { return others.load() == static_cast<int>(items) - 1; });
-    } else {
-      others.fetch_add(1);
-    }
-    return absl::OkStatus();
-  }).ok());
+  REQUIRE(pool.Run(4, items,
+                   [&](size_t i, const TaskContext& ctx) {
+                     {
+                       std::lock_guard<std::mutex> g(mu);
+                       workers_seen.insert(ctx.worker);
+                     }
+                     if (i == 0) {
+                       blocked_ok =
+                           WaitUntil([&] { return others.load() == static_cast<int>(items) - 1; });
+                     } else {
+                       others.fetch_add(1);
+                     }
+                     return absl::OkStatus();
+                   })
+              .ok());
   CHECK(blocked_ok.load());
   CHECK(workers_seen.size() >= 2);
   CHECK(pool.threads_alive() <= 3);
@@ -107,15 +111,17 @@ TEST_CASE("worker pool: the first error cancels the task and is its result", "[w
   });
   CHECK(s.code() == absl::StatusCode::kDataLoss);
   CHECK(s.message() == "item 10");
-  CHECK(inside.load() == 0);            // nothing of the task runs after Run returned
-  CHECK(started.load() < 100000);       // items not claimed never started
+  CHECK(inside.load() == 0);       // nothing of the task runs after Run returned
+  CHECK(started.load() < 100000);  // items not claimed never started
   if (workers > 1) CHECK(saw_cancel.load());
   // The pool goes on with the next task.
   std::atomic<int> n{0};
-  REQUIRE(pool.Run(workers, 50, [&](size_t, const TaskContext&) {
-    n.fetch_add(1);
-    return absl::OkStatus();
-  }).ok());
+  REQUIRE(pool.Run(workers, 50,
+                   [&](size_t, const TaskContext&) {
+                     n.fetch_add(1);
+                     return absl::OkStatus();
+                   })
+              .ok());
   CHECK(n.load() == 50);
 }
 
@@ -170,10 +176,12 @@ TEST_CASE("worker pool: destroyed with live threads, it joins them", "[worker]")
   std::atomic<int> n{0};
   {
     WorkerPool pool(4, 60s);
-    REQUIRE(pool.Run(4, 1000, [&](size_t, const TaskContext&) {
-      n.fetch_add(1);
-      return absl::OkStatus();
-    }).ok());
+    REQUIRE(pool.Run(4, 1000,
+                     [&](size_t, const TaskContext&) {
+                       n.fetch_add(1);
+                       return absl::OkStatus();
+                     })
+                .ok());
   }
   CHECK(n.load() == 1000);
 }

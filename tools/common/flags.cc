@@ -69,9 +69,8 @@ std::vector<std::string> ParseToolFlags(int argc, char** argv, const ToolSpec& s
     bool negated = false;
     if (flag == nullptr && absl::StartsWith(name, "no") && !value) {
       // -nofull: a bool flag set to false (Abseil's spelling).
-      absl::CommandLineFlag* f = Known(spec, name.substr(2))
-                                     ? absl::FindCommandLineFlag(name.substr(2))
-                                     : nullptr;
+      absl::CommandLineFlag* f =
+          Known(spec, name.substr(2)) ? absl::FindCommandLineFlag(name.substr(2)) : nullptr;
       if (f != nullptr && f->IsOfType<bool>()) {
         flag = f;
         negated = true;

@@ -14,8 +14,7 @@
 
 namespace ember::tools {
 
-absl::StatusOr<std::unique_ptr<PageReader>> PageReader::Open(const std::string& path,
-                                                             int retries) {
+absl::StatusOr<std::unique_ptr<PageReader>> PageReader::Open(const std::string& path, int retries) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io::ErrnoStatus(errno, "open", path);
   std::unique_ptr<PageReader> r(new PageReader(fd, path, retries));

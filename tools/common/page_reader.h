@@ -30,8 +30,7 @@ class PageReader {
   // Opens `path` read-only and reads its header page. Errors name the path: NotFound,
   // PermissionDenied, InvalidArgument ("not an EmberDB database"), FailedPrecondition (format
   // version), DataLoss (a damaged header page).
-  static absl::StatusOr<std::unique_ptr<PageReader>> Open(const std::string& path,
-                                                          int retries = 5);
+  static absl::StatusOr<std::unique_ptr<PageReader>> Open(const std::string& path, int retries = 5);
   ~PageReader();
 
   const page::HeaderFields& header() const { return header_; }
@@ -48,8 +47,8 @@ class PageReader {
   uint64_t rereads() const { return rereads_; }  // reads repeated because a check failed
 
  private:
-  PageReader(int fd, std::string path, int retries) : fd_(fd), path_(std::move(path)),
-                                                      retries_(retries) {}
+  PageReader(int fd, std::string path, int retries)
+      : fd_(fd), path_(std::move(path)), retries_(retries) {}
   int fd_;
   std::string path_;
   int retries_;

@@ -55,9 +55,9 @@ std::string Progress::Line(uint64_t done, double elapsed) const {
   if (rate > 0 && done < total_) eta = Duration(static_cast<double>(total_ - done) / rate);
   constexpr int kBar = 24;
   const int filled = static_cast<int>(frac * kBar);
-  return absl::StrFormat("%s [%s%s] %u/%u %s %3d%% %.0f/s ETA %s", label_,
-                         std::string(filled, '#'), std::string(kBar - filled, '.'), done, total_,
-                         unit_, static_cast<int>(frac * 100), rate, eta);
+  return absl::StrFormat("%s [%s%s] %u/%u %s %3d%% %.0f/s ETA %s", label_, std::string(filled, '#'),
+                         std::string(kBar - filled, '.'), done, total_, unit_,
+                         static_cast<int>(frac * 100), rate, eta);
 }
 
 void Progress::DrawLocked(bool final) {

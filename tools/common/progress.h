@@ -23,8 +23,8 @@
 namespace ember::tools {
 
 struct ProgressOptions {
-  bool enabled = true;        // false: prints nothing (a --noprogress flag)
-  int tty = -1;               // -1: ask isatty(stderr); 0/1 force (tests)
+  bool enabled = true;                       // false: prints nothing (a --noprogress flag)
+  int tty = -1;                              // -1: ask isatty(stderr); 0/1 force (tests)
   std::chrono::milliseconds interval{5000};  // between plain lines when not a terminal
   std::FILE* out = stderr;
 };

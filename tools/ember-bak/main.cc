@@ -68,8 +68,8 @@ Exit codes:
   4  refused: -b on a database another program has open
 )";
 
-const ToolSpec kSpec{"ember-bak", kUsage,
-                     {"b", "c", "par", "zstd", "page_size", "rep", "i", "strict", "progress"}};
+const ToolSpec kSpec{
+    "ember-bak", kUsage, {"b", "c", "par", "zstd", "page_size", "rep", "i", "strict", "progress"}};
 
 int Fail(const std::string& what, const absl::Status& s) {
   if (absl::IsUnavailable(s) && absl::StrContains(s.message(), "in use")) {
@@ -175,8 +175,7 @@ int Main(int argc, char** argv) {
   if (b == c) UsageError(kSpec, "give exactly one of -b (backup) and -c (restore)");
   const int par = absl::GetFlag(FLAGS_par);
   if (par < 1 || par > 64) UsageError(kSpec, "-par takes 1..64 workers");
-  if (b && (FlagGiven("page_size") || FlagGiven("rep") || FlagGiven("i") ||
-            FlagGiven("strict"))) {
+  if (b && (FlagGiven("page_size") || FlagGiven("rep") || FlagGiven("i") || FlagGiven("strict"))) {
     UsageError(kSpec, "-page_size, -rep, -i and -strict go with -c");
   }
   if (absl::GetFlag(FLAGS_i) && absl::GetFlag(FLAGS_strict)) {

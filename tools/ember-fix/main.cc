@@ -59,7 +59,8 @@ Exit codes:
   4  refused: the database is in use (another program has it open)
 )";
 
-const ToolSpec kSpec{"ember-fix", kUsage,
+const ToolSpec kSpec{"ember-fix",
+                     kUsage,
                      {"sweep", "par", "validate", "full", "mend", "sweep_interval", "progress"}};
 
 int Fail(const std::string& path, const std::string& what, const absl::Status& s) {
@@ -116,8 +117,9 @@ void PrintValidation(const ValidationReport& r, bool full, bool mend) {
       std::printf("    Freed: %" PRIu64 " unreachable pages, %" PRIu64 " pages of orphan BLOBs\n",
                   r.freed_pages, r.freed_blob_pages);
     } else {
-      std::printf("    Freed nothing: the walk found errors (a damaged page can hide references"
-                  " to pages that then only look unreachable)\n");
+      std::printf(
+          "    Freed nothing: the walk found errors (a damaged page can hide references"
+          " to pages that then only look unreachable)\n");
     }
   }
 }
@@ -158,8 +160,7 @@ int Main(int argc, char** argv) {
     if (absl::Status s = (*db)->SetSweepInterval(n); !s.ok()) {
       return Fail(path, "storing the sweep interval", s);
     }
-    std::printf("Sweep interval set to %" PRIu64 "%s\n", n,
-                n == 0 ? " (no automatic sweep)" : "");
+    std::printf("Sweep interval set to %" PRIu64 "%s\n", n, n == 0 ? " (no automatic sweep)" : "");
   }
   if (sweep) {
     SweepOptions so;

@@ -86,8 +86,8 @@ void Analyzer::LoadTips() {
                                            page::PageTypeName(page::GetType(buf.data()))));
     }
     if (!s.ok()) {
-      problems_.push_back(absl::StrCat(
-          s.message(), " (TIP chain: later transactions read as not committed)"));
+      problems_.push_back(
+          absl::StrCat(s.message(), " (TIP chain: later transactions read as not committed)"));
       return;
     }
     const PageNo next = page::TipNext(buf.data());
@@ -164,8 +164,8 @@ absl::StatusOr<std::optional<std::string>> Analyzer::CommittedRow(PageNo p, uint
     std::optional<std::string_view> rec = page::DpGet(*got, ps, line);
     record::RecordHeader h;
     if (!rec || !record::DecodeHeader(*rec, &h)) {
-      return absl::DataLossError(absl::StrCat("page ", p, " line ", line,
-                                              ": record header does not decode"));
+      return absl::DataLossError(
+          absl::StrCat("page ", p, " line ", line, ": record header does not decode"));
     }
     std::string raw;
     if (!(h.flags & record::kRecDeleted)) {
@@ -220,13 +220,13 @@ void Analyzer::LoadCatalog() {
       absl::Status s = raw.ok() ? absl::OkStatus() : raw.status();
       if (s.ok() && !raw->has_value()) continue;
       if (s.ok()) s = record::DecodeRow(**raw, kCatalogColumns, &row);
-      if (s.ok() && (!Int(row, 0) || !Int(row, 1) || !Str(row, 2) || !Int(row, 3) ||
-                     !Str(row, 4) || !Int(row, 5))) {
+      if (s.ok() && (!Int(row, 0) || !Int(row, 1) || !Str(row, 2) || !Int(row, 3) || !Str(row, 4) ||
+                     !Int(row, 5))) {
         s = absl::DataLossError("unexpected column types");
       }
       if (!s.ok()) {
-        problems_.push_back(absl::StrCat("catalog record on page ", dp, " line ", l, ": ",
-                                         s.message()));
+        problems_.push_back(
+            absl::StrCat("catalog record on page ", dp, " line ", l, ": ", s.message()));
         continue;
       }
       rows.push_back(std::move(row));
@@ -372,8 +372,8 @@ void Analyzer::WalkTable(TableInfo* t) {
       if (!rec) continue;
       record::RecordHeader h;
       if (!record::DecodeHeader(*rec, &h)) {
-        t->problems.push_back(absl::StrCat("page ", dp, " line ", l,
-                                           ": record header does not decode"));
+        t->problems.push_back(
+            absl::StrCat("page ", dp, " line ", l, ": record header does not decode"));
         continue;
       }
       if (h.flags & record::kRecBlob) {

@@ -59,17 +59,17 @@ struct TableInfo {
   std::vector<IndexInfo*> indexes;
   // Filled by the walk.
   uint64_t pointer_pages = 0, data_pages = 0, secondary_pages = 0, swept_pages = 0;
-  Fill fill;                            // primary data pages
-  uint64_t records = 0;                 // with a committed version that is not a delete
-  uint64_t versions = 0;                // every version of every record (heads included)
+  Fill fill;              // primary data pages
+  uint64_t records = 0;   // with a committed version that is not a delete
+  uint64_t versions = 0;  // every version of every record (heads included)
   uint64_t back_versions = 0;
-  uint64_t max_chain = 0;               // the longest version chain (versions)
-  uint64_t delete_stubs = 0;            // committed deletes not yet collected
-  uint64_t uncommitted = 0;             // versions of transactions active (or left by a crash)
-  uint64_t dead_versions = 0;           // versions of rolled-back transactions
-  uint64_t garbage = 0;                 // estimate, see the file comment
+  uint64_t max_chain = 0;      // the longest version chain (versions)
+  uint64_t delete_stubs = 0;   // committed deletes not yet collected
+  uint64_t uncommitted = 0;    // versions of transactions active (or left by a crash)
+  uint64_t dead_versions = 0;  // versions of rolled-back transactions
+  uint64_t garbage = 0;        // estimate, see the file comment
   uint64_t fragments = 0;
-  uint64_t blobs = 0, blob_pages = 0;   // stored BLOBs and their pages (data and list pages)
+  uint64_t blobs = 0, blob_pages = 0;  // stored BLOBs and their pages (data and list pages)
   uint64_t empty_blobs = 0;  // of `blobs`, those of no bytes (builds before 2026-12 stored them)
   std::vector<std::string> problems;
 };
@@ -100,8 +100,8 @@ class Analyzer {
   bool Committed(uint64_t txn) const { return StateOf(txn) == page::TxnState::kCommitted; }
   // Calls `fn(data_page_no, slot_flags)` for each data page of the relation whose first pointer
   // page is `first_pp`; problems go to `problems`.
-  void ForEachDataPage(page::PageNo first_pp, uint32_t relation,
-                       std::vector<std::string>* problems, uint64_t* pointer_pages,
+  void ForEachDataPage(page::PageNo first_pp, uint32_t relation, std::vector<std::string>* problems,
+                       uint64_t* pointer_pages,
                        const std::function<void(page::PageNo, uint8_t)>& fn);
   // The raw row of the newest committed version of the record at (page, line), nullopt when
   // it has none or it is a delete. Used for the catalog only (bodies are decoded).

@@ -120,7 +120,8 @@ void PrintTable(const TableInfo& t, bool data) {
                 t.fragments, t.blobs, t.blob_pages);
     if (t.empty_blobs > 0) {
       // Earlier builds stored a BLOB of no bytes as a record; it reads as the empty BLOB.
-      std::printf("    BLOBs of zero bytes: %" PRIu64 " (read, backed up and restored as the "
+      std::printf("    BLOBs of zero bytes: %" PRIu64
+                  " (read, backed up and restored as the "
                   "empty BLOB)\n",
                   t.empty_blobs);
     }
@@ -137,7 +138,8 @@ void PrintIndex(const IndexInfo& ix) {
   std::printf("        Root page: %u, depth: %u, leaf pages: %" PRIu64 ", internal pages: %" PRIu64
               "\n",
               ix.root, ix.depth, ix.leaf_pages, ix.internal_pages);
-  std::printf("        Entries: %" PRIu64 ", distinct keys: %" PRIu64 ", average leaf fill: %.0f%%\n",
+  std::printf("        Entries: %" PRIu64 ", distinct keys: %" PRIu64
+              ", average leaf fill: %.0f%%\n",
               ix.entries, ix.distinct_keys, ix.leaf_fill.average());
   PrintFill(ix.leaf_fill, "        ");
   PrintProblems(ix.problems, "        ");
