@@ -632,6 +632,7 @@ TEST_CASE(
   }
   // Collection of A, second half; then everything else.
   {
+    util::ReaderLock rows(ts->rows_mu);  // as CollectRecords holds it: DropKeys reads the indexes
     std::lock_guard<std::mutex> g(impl->RecordMutex(ts->id, a));
     uint64_t dropped_keys = 0;
     REQUIRE_OK(impl->DropKeys(ts, a, c.going, &c.staying, cache::kNoOwnerMark, &dropped_keys));
