@@ -1,5 +1,5 @@
 // A File that hands every call to the file below it: the base of the test files that change
-// one or two calls: a Sync() that does nothing (tests/crash/reorder_file.h's NoSyncFile), one
+// one or two calls: a Sync() that does nothing (tests/support/reorder_file.h's NoSyncFile), one
 // that waits until the test lets it go (tests/db/transaction_test.cc), reads that are traced
 // (tests/db/corruption_test.cc).
 #pragma once
