@@ -694,7 +694,7 @@ class SqliteStore final : public Store {
     return s;
   }
 
-  absl::Status Settle() override { return eb::SqlExec(db_, "PRAGMA wal_checkpoint(TRUNCATE)"); }
+  absl::Status Settle() override { return eb::SqliteCheckpoint(db_); }
   absl::Status Quiesce() override { return absl::OkStatus(); }
   double Cpu() const override { return eb::ThreadCpuSeconds(); }
   void StartCounters() override {
@@ -1062,7 +1062,7 @@ bool CheckFlags() {
     std::fprintf(stderr, "ycsb: --field_length must be in 8..100000\n");
     return false;
   }
-  if (eb::FLAGS_sqlite_journal.str() != "wal") {
+  if (!eb::SqliteWal()) {
     std::fprintf(stderr,
                  "ycsb: SQLite always runs with journal_mode=wal here, not --sqlite_journal=%s\n",
                  eb::FLAGS_sqlite_journal.str().c_str());
@@ -1088,7 +1088,6 @@ void Register() {
 
 int main(int argc, char** argv) {
   eb::FLAGS_runs.SetDefault(3);
-  eb::FLAGS_sqlite_journal.SetDefault("wal");
   if (!eb::CheckNoRepetitions(argc, argv) || !eb::Init(&argc, argv)) return 1;
   if (!CheckFlags()) return 1;
   for (const eb::Flag* f :

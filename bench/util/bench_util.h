@@ -79,7 +79,6 @@ class Flag {
     int_ = v;
     str_ = std::to_string(v);
   }
-  void SetDefault(const char* v) { str_ = v; }  // for a string flag
   int64_t i64() const { return int_; }
   bool b() const { return int_ != 0; }
   const std::string& str() const { return str_; }

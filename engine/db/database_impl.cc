@@ -107,10 +107,13 @@ std::vector<std::string> DatabaseImpl::TableNames() {
   return out;
 }
 
+Counters ToCounters(const util::PageCounters& c) {
+  return {c.fetches, c.marks, c.reads, c.writes, c.dw_writes, c.cycle_writes, c.syncs};
+}
+
 DatabaseStats DatabaseImpl::stats() {
   DatabaseStats s;
-  util::PageCounters c = cache_->counters();
-  s.pages = {c.fetches, c.marks, c.reads, c.writes, c.dw_writes, c.cycle_writes, c.syncs};
+  s.pages = ToCounters(cache_->counters());
   txn::TxnCounters t = txns_->counters();
   s.next_transaction = t.next;
   s.oldest_interesting = t.oit;

@@ -42,6 +42,9 @@ namespace db {
 class GarbageCollector;
 struct ValidateWalk;  // what Validate has found so far (database_validate.cc)
 
+// The public form of the engine's page counters: stats() and the transaction's counters.
+Counters ToCounters(const util::PageCounters& c);
+
 class DatabaseImpl : public Database, public BackupSource {
  public:
   // Opens over an already opened file (tests pass a fault-injecting one).

@@ -30,10 +30,6 @@ bool SameKeyValue(const Value& a, const Value& b) {
   return a == b;
 }
 IndexState* StateOf(const Index& ix) { return IndexState::From(ix); }
-
-Counters ToCounters(const util::PageCounters& c) {
-  return {c.fetches, c.marks, c.reads, c.writes, c.dw_writes, c.cycle_writes, c.syncs};
-}
 }  // namespace
 
 TransactionImpl::TransactionImpl(DatabaseImpl* db, const TransactionOptions& options, uint64_t id,
