@@ -38,9 +38,15 @@
 // above is still checked per page, and a batch holding a page whose prerequisite was written
 // earlier (by an eviction) but is not durable yet syncs first. Evictions clean the oldest quarter
 // of the cache in one such flush, so a bulk load costs a few syncs per quarter of the cache.
+// With torn-page protection (doublewrite.h) every page goes home only after its image is durable
+// in a record, and records apply whole and in order at recovery; so a flush puts all its levels
+// in one batch (a page may follow any prerequisite of the same batch), whose records take one
+// sync before the home writes, and no sync is needed between levels.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -153,6 +159,13 @@ class BufferCache {
   // precedence order, in batches; with forced writes, syncs where the rules above need it and
   // at the end, so that everything is durable when it returns.
   absl::Status FlushTxns(std::span<const uint64_t> txns);
+  // A commit's flush: FlushTxns, then `tips` (pages the caller holds latched exclusively, with
+  // the commit bits of `txns` set) after every other page of the flush. With torn-page
+  // protection they all go into the area's records, the tips in the last one, which names
+  // `txns` as committed; one sync makes the whole durable.
+  absl::Status FlushCommit(std::span<const uint64_t> txns, std::span<PageRef* const> tips);
+  // Writes `pages`, which the caller holds latched exclusively (with prerequisites, same rules).
+  absl::Status FlushHeld(std::span<PageRef* const> pages);
   // Writes the given pages (with prerequisites), same rules.
   absl::Status FlushPages(std::span<const PageNo> pages);
   // FlushPages for a write careful write forces before its time (a page that must be on disk
@@ -274,8 +287,22 @@ class BufferCache {
   // another page by the time its level is written was evicted (so written) and reused meanwhile,
   // and is skipped.
   enum class FlushMode { kDurable, kEvict };
+  // Pages a flush writes after all others, held latched exclusively by its caller (a commit's
+  // TIP pages), and the transactions the flush commits.
+  struct LastPages {
+    std::vector<Frame*> frames;
+    std::span<const uint64_t> commits;
+    bool done = false;  // written (set by WriteLevels)
+    bool Holds(const Frame* f) const {
+      return std::find(frames.begin(), frames.end(), f) != frames.end();
+    }
+  };
   absl::Status WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels, Frame* held,
-                           FlushMode mode, bool force, std::vector<Frame*>* later);
+                           FlushMode mode, bool force, std::vector<Frame*>* later,
+                           LastPages* last = nullptr);
+  // Adds the last pages to `batch` after everything else of the flush (WriteLevels).
+  void AddLastPages(LastPages& last, bool force, Batch& batch, const std::function<void()>& submit,
+                    std::vector<Frame*>* later);
   // file_->Sync(), advancing the write epoch first.
   // *synced (if given): a write epoch that every write completed before the call belongs to,
   // durable once it returns OK.
@@ -285,7 +312,7 @@ class BufferCache {
   // The same with torn-page protection: copies into the doublewrite area first.
   absl::Status WriteProtected(Batch& batch);
   absl::Status FlushSet(std::vector<Frame*> roots, Frame* held,
-                        FlushMode mode = FlushMode::kDurable);
+                        FlushMode mode = FlushMode::kDurable, LastPages* last = nullptr);
   // Writes the oldest dirty, unpinned pages (a quarter of the cache) with their prerequisites so
   // that eviction finds clean victims. Returns the write's error, if any (OK when another thread
   // cleaned meanwhile): an evictor that then finds no victim reports that, not "all pinned".

@@ -76,7 +76,8 @@ struct BufferCache::Batch {
   // Durability is the goal (a commit or close flush), not a clean frame (eviction): a page
   // whose home write failed after its copy was synced counts as written (see copy_only).
   bool durable_enough = false;
-  absl::Status home_error;  // a home write that failed after the copies were synced
+  absl::Status home_error;        // a home write that failed after the copies were synced
+  std::vector<uint64_t> commits;  // transactions its last record commits (doublewrite.h)
 };
 
 // A page's mark bits (Frame::txn_mask): bit 63 for kSystemMark, which every commit flush

@@ -118,8 +118,9 @@ bool BufferCache::MayWrite(const Frame* f, const Batch* batch, uint64_t* sync_ep
       if (!f->fresh && !Durable(epoch)) sync = std::max(sync, epoch);
       continue;
     }
-    // Not written yet: a fresh page may still go out in the same batch as the needed copy.
-    if (f->fresh && batch) {
+    // Not written yet: a fresh page may still go out in the same batch as the needed copy, and
+    // with protection any page may (the batch's records apply in order, and whole).
+    if ((f->fresh || dw_) && batch) {
       auto it = batch->copied.find(q);
       if (it != batch->copied.end() && it->second >= e.need) continue;
     }
@@ -223,6 +224,7 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
   }
   batch.items.clear();
   batch.copied.clear();
+  batch.commits.clear();
   batch.sync_epoch = 0;
   batch.home_error = absl::OkStatus();
   return s;
@@ -246,45 +248,42 @@ absl::Status BufferCache::WriteHome(std::span<const size_t> items, Batch& batch)
 }
 
 absl::Status BufferCache::WriteProtected(Batch& batch) {
-  // Pages written in place first, fresh ones last: a fresh page may follow a prerequisite in the
-  // same batch, and this keeps it after that page's home write.
+  // In batch order, which is precedence order: a record never holds a page whose prerequisite is
+  // only in a later record.
   std::vector<size_t> order;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t i = 0; i < batch.items.size(); ++i) {
-      const Batch::Item& it = batch.items[i];
-      if (it.bytes && it.fresh == (pass == 1)) order.push_back(i);
-    }
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    if (batch.items[i].bytes) order.push_back(i);
   }
-  const size_t chunk = dw_->max_items();
+  const size_t chunk = dw_->max_items(batch.commits.size());
   std::vector<Doublewrite::Item> dw;
   std::vector<PageNo> copied;
   for (size_t at = 0; at < order.size(); at += chunk) {
     const std::span<const size_t> part =
         std::span<const size_t>(order).subspan(at, std::min(chunk, order.size() - at));
+    const bool last = at + part.size() == order.size();
     dw.clear();
     copied.clear();
     for (size_t i : part) {
-      const Batch::Item& it = batch.items[i];
-      if (!it.fresh) {
-        dw.push_back({it.no, it.bytes.get()});
-        copied.push_back(it.no);
-      } else if (dw_->HasRecord(it.no)) {
-        dw.push_back({it.no, nullptr});  // void an older copy of the page's number
-      }
+      dw.push_back({batch.items[i].no, batch.items[i].bytes.get()});
+      copied.push_back(batch.items[i].no);
     }
+    absl::StatusOr<uint64_t> seq = dw_->Write(
+        dw, last ? std::span<const uint64_t>(batch.commits) : std::span<const uint64_t>());
+    if (!seq.ok()) return seq.status();
+    util::Count(counters_, util::Counter::kDwWrites, copied.size() + 1);
     uint64_t durable = 0;
-    std::optional<uint64_t> seq;
-    if (!dw.empty()) {
-      absl::StatusOr<uint64_t> r = dw_->Protect(dw, &durable);
-      if (!r.ok()) return r.status();
-      seq = *r;
-      util::Count(counters_, util::Counter::kDwWrites, copied.size() + 1);
+    absl::Status s;
+    if (opts_.forced_writes) s = SyncFile(&durable);
+    if (s.ok()) s = dw_->Synced(*seq);
+    if (!s.ok()) {
+      dw_->Failed(*seq);  // void: nothing of it goes home
+      return s;
     }
-    absl::Status s = WriteHome(part, batch);
-    if (seq) dw_->HomeWritten(*seq, batch.items[part.front()].epoch, s, copied);
-    if (!s.ok() && (durable == 0 || copied.size() < part.size())) return s;
-    // A page with a durable copy is durable: it needs no sync after its home write, and if the
-    // home write failed, recovery puts the copy there.
+    s = WriteHome(part, batch);
+    dw_->HomeWritten(*seq, batch.items[part.front()].epoch, s, copied);
+    if (!s.ok() && durable == 0) return s;
+    // A page with a durable image is durable: it needs no sync after its home write, and if the
+    // home write failed, recovery puts the image there.
     if (durable != 0) {
       for (size_t i : part) {
         batch.items[i].epoch = durable;
@@ -314,7 +313,8 @@ absl::Status BufferCache::RetireDoublewrite() {
   return dw_->RetireAll();
 }
 
-absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, FlushMode mode) {
+absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, FlushMode mode,
+                                   LastPages* last) {
   const bool evict = mode == FlushMode::kEvict;
   auto page_of = [](Frame* f) { return f->page_no.load(std::memory_order_acquire); };
   // The prerequisites of `f` whose needed version is not written yet (so part of this flush).
@@ -325,13 +325,13 @@ absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, Flush
     for (const Edge& e : f->prereqs) {
       Frame* q = Lookup(e.page);
       if (q && q->page_no.load(std::memory_order_acquire) == e.page &&
-          q->written_seq.load(std::memory_order_acquire) < e.need) {
+          q->written_seq.load(std::memory_order_acquire) < e.need && !(last && last->Holds(q))) {
         d.push_back(q);
       }
     }
     return d;
   };
-  for (int round = 0; !roots.empty(); ++round) {
+  for (int round = 0; !roots.empty() || (last && !last->done); ++round) {
     // Level of a page = that of its highest prerequisite in the flush, plus one unless the page
     // is fresh (then it may share the batch); computed by DFS, so within a level prerequisites
     // come first.
@@ -373,7 +373,7 @@ absl::Status BufferCache::FlushSet(std::vector<Frame*> roots, Frame* held, Flush
     }
     std::vector<Frame*> later;
     if (absl::Status s = WriteLevels(levels, held, mode, /*force=*/round + 1 >= kMaxFlushRounds,
-                                     evict ? nullptr : &later);
+                                     evict ? nullptr : &later, last);
         !s.ok()) {
       return s;
     }
@@ -420,7 +420,7 @@ absl::Status BufferCache::SyncFile(uint64_t* synced) {
 // threads that hold latches and wait for `writing`.
 absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels,
                                       Frame* held, FlushMode mode, bool force,
-                                      std::vector<Frame*>* later) {
+                                      std::vector<Frame*>* later, LastPages* last) {
   const bool evict = mode == FlushMode::kEvict;
   Batch batch;
   batch.durable_enough = !evict;
@@ -477,10 +477,54 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, 
         if (!own) Unpin(f);
         if (later) later->push_back(f);
       }
+      // A record's worth goes out at once (it gets its own sync anyway): a flush of the whole
+      // cache holds no more copies and pins than that.
+      if (dw_ && batch.items.size() >= dw_->max_items(0)) submit();
     }
-    submit();
+    // With protection the levels share one batch: its records apply in order, and whole.
+    if (!dw_) submit();
   }
+  if (first_error.ok() && last && !last->done && (!later || later->empty())) {
+    if (!dw_ && opts_.forced_writes) {
+      // Careful write: everything before them durable first.
+      submit();
+      if (first_error.ok() && written != 0 && !Durable(written)) first_error = SyncFile();
+    }
+    if (first_error.ok()) AddLastPages(*last, force, batch, submit, later);
+  }
+  submit();
   return first_error;
+}
+
+void BufferCache::AddLastPages(LastPages& last, bool force, Batch& batch,
+                               const std::function<void()>& submit, std::vector<Frame*>* later) {
+  size_t added = 0;
+  for (Frame* f : last.frames) {
+    const PageNo no = f->page_no.load(std::memory_order_acquire);
+    // Latched by the caller: only a writer of an older image (an eviction) can hold the flag.
+    while (f->writing.exchange(true, std::memory_order_acquire)) {
+      if (!batch.items.empty()) submit();
+      std::this_thread::yield();
+    }
+    if (AddToBatch(f, no, /*own=*/true, force, batch)) {
+      ++added;
+      continue;
+    }
+    f->writing.store(false, std::memory_order_release);
+    // A prerequisite not written yet: it goes first, in the next round.
+    util::MutexLock g(f->meta);
+    for (const Edge& e : f->prereqs) {
+      Frame* q = Lookup(e.page);
+      if (later && q && q->page_no.load(std::memory_order_acquire) == e.page) later->push_back(q);
+    }
+  }
+  if (added < last.frames.size()) {
+    // Some wait for a later round: the ones added go out now, and again then (unchanged: a
+    // clean page adds nothing).
+    return;
+  }
+  batch.commits.assign(last.commits.begin(), last.commits.end());
+  last.done = true;
 }
 
 absl::Status BufferCache::CleanForEviction() {
@@ -521,6 +565,28 @@ absl::Status BufferCache::FlushTxns(std::span<const uint64_t> txns) {
     if (f->txn_mask & mask) roots.push_back(f.get());
   }
   return FlushSet(std::move(roots), nullptr);
+}
+
+absl::Status BufferCache::FlushCommit(std::span<const uint64_t> txns,
+                                      std::span<PageRef* const> tips) {
+  uint64_t mask = kSystemBit;
+  for (uint64_t t : txns) mask |= TxnBit(t);
+  LastPages last;
+  last.commits = txns;
+  for (PageRef* r : tips) last.frames.push_back(r->frame_);
+  std::vector<Frame*> roots;
+  for (const auto& f : frames_) {
+    if (!f->dirty.load(std::memory_order_acquire) || last.Holds(f.get())) continue;
+    util::MutexLock g(f->meta);
+    if (f->txn_mask & mask) roots.push_back(f.get());
+  }
+  return FlushSet(std::move(roots), nullptr, FlushMode::kDurable, &last);
+}
+
+absl::Status BufferCache::FlushHeld(std::span<PageRef* const> pages) {
+  LastPages last;
+  for (PageRef* r : pages) last.frames.push_back(r->frame_);
+  return FlushSet({}, nullptr, FlushMode::kDurable, &last);
 }
 
 absl::Status BufferCache::FlushPages(std::span<const PageNo> pages) {

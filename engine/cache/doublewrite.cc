@@ -56,24 +56,31 @@ std::optional<DwRecord> RecordAt(Area& a, uint32_t i) {
   return std::move(*r);
 }
 
-// The copy an entry names, if its slot still holds exactly that copy (not torn, not replaced).
-const uint8_t* CopyOf(Area& a, const DwEntry& e) {
-  if (e.slot < page::kMarkerSlots || e.slot >= a.slots) return nullptr;
-  const uint8_t* p = a.slot(e.slot);
-  if (StoredChecksum(p) != e.checksum) return nullptr;
+// The image the `index`th entry of `rec` names, if its slot holds exactly that copy (written by
+// this record, whole): restores the image's own checksum in place and returns it, else null.
+uint8_t* CopyOf(Area& a, const DwRecord& rec, uint32_t record_slot, uint32_t index) {
+  const DwEntry& e = rec.entries[index];
+  if (e.slot != record_slot + 1 + index || e.slot >= a.slots) return nullptr;
+  uint8_t* p = a.slot(e.slot);
+  if (StoredChecksum(p) != page::CopyChecksum(p, a.ps, rec.seq, index)) return nullptr;
+  util::Put32(p + page::hdr::kChecksum, e.checksum);
   if (!page::VerifyPage(p, a.ps, e.page_no, nullptr).ok()) return nullptr;
   return p;
 }
 
 // Writes a marker (a record page without entries) into marker slot `slot`.
-absl::Status PutMarker(io::File* file, uint32_t ps, uint32_t slot, uint64_t seq, uint64_t through) {
+absl::Status PutMarker(io::File* file, uint32_t ps, uint32_t slot, uint64_t serial,
+                       uint64_t through, std::vector<uint64_t> voids) {
   std::vector<uint8_t> p(ps);
   DwRecord r;
-  r.seq = seq;
+  r.seq = serial;
   r.retired_through = through;
+  r.voids = std::move(voids);
   const PageNo no = page::kDoublewriteFirst + slot;
   page::WriteDwRecord(p.data(), ps, no, r);
-  return file->Write(uint64_t{no} * ps, p.data(), ps);
+  // Through the batch path, as the records: the same writer (io_uring or pwrite) for every write.
+  const io::WriteRequest req{uint64_t{no} * ps, p.data(), ps};
+  return file->WriteBatch(std::span<const io::WriteRequest>(&req, 1));
 }
 
 }  // namespace
@@ -85,44 +92,67 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
     uint32_t slot;
     DwRecord rec;
   };
-  std::vector<Found> records;
-  uint64_t void_through = 0, max_seq = 0, newest_marker_seq = 0;
+  absl::flat_hash_map<uint64_t, Found> records;  // by seq
+  absl::flat_hash_set<uint64_t> voided;
+  uint64_t void_through = 0, max_seq = 0, newest_marker = 0;
   DwRecovery out;
   for (uint32_t i = 0; i < area->slots; ++i) {
     std::optional<DwRecord> r = RecordAt(*area, i);
     if (!r) continue;
+    // A page that verifies said what it says when it was written: its retirements and voids
+    // were true then, whether or not the rest of its record survived.
     void_through = std::max(void_through, r->retired_through);
-    max_seq = std::max(max_seq, r->seq);
+    voided.insert(r->voids.begin(), r->voids.end());
     if (i < page::kMarkerSlots) {
-      if (r->seq >= newest_marker_seq) {
-        newest_marker_seq = r->seq;
+      if (r->seq >= newest_marker) {
+        newest_marker = r->seq;
         out.next_marker = i ^ 1;
       }
     } else {
-      records.push_back({i, std::move(*r)});
+      max_seq = std::max(max_seq, r->seq);
+      const uint64_t seq = r->seq;
+      records.insert_or_assign(seq, Found{i, std::move(*r)});
     }
   }
-  std::erase_if(records, [&](const Found& f) { return f.rec.seq <= void_through; });
-  std::sort(records.begin(), records.end(),
-            [](const Found& a, const Found& b) { return a.rec.seq < b.rec.seq; });
+  max_seq = std::max(max_seq, void_through);
+  out.marker_serial = newest_marker + 1;
 
-  // Each page's newest record decides: its copy, or nothing (a tombstone, or a copy that did not
-  // survive: its home write never started, so the page holds what an older record or the disk
-  // has).
+  // The chain: consecutive records past the void ones, each applied whole, up to the first that
+  // is missing or incomplete. Each page's newest image wins.
   absl::flat_hash_map<PageNo, const uint8_t*> newest;
-  for (const Found& f : records) {
-    for (const DwEntry& e : f.rec.entries) {
-      if (e.slot == page::kTombstoneSlot) {
-        newest[e.page_no] = nullptr;
-      } else if (const uint8_t* copy = CopyOf(*area, e)) {
-        newest[e.page_no] = copy;
+  uint64_t seq = void_through + 1;
+  for (; seq <= max_seq; ++seq) {
+    auto it = records.find(seq);
+    if (voided.contains(seq)) {
+      if (it != records.end()) {
+        out.dead.insert(out.dead.end(), it->second.rec.commits.begin(),
+                        it->second.rec.commits.end());
       }
+      continue;
     }
+    if (it == records.end()) break;
+    const Found& f = it->second;
+    std::vector<const uint8_t*> images(f.rec.entries.size());
+    bool whole = true;
+    for (uint32_t k = 0; k < images.size() && whole; ++k) {
+      images[k] = CopyOf(*area, f.rec, f.slot, k);
+      whole = images[k] != nullptr;
+    }
+    if (!whole) break;
+    for (uint32_t k = 0; k < images.size(); ++k) newest[f.rec.entries[k].page_no] = images[k];
+    out.committed.insert(out.committed.end(), f.rec.commits.begin(), f.rec.commits.end());
+    ++out.applied;
   }
+  // Nothing past the stop was acknowledged: what those records commit is dead.
+  for (; seq <= max_seq; ++seq) {
+    auto it = records.find(seq);
+    if (it == records.end()) continue;
+    out.dead.insert(out.dead.end(), it->second.rec.commits.begin(), it->second.rec.commits.end());
+  }
+
   std::vector<PageNo> order;
-  for (const auto& [no, copy] : newest) {
-    if (copy) order.push_back(no);
-  }
+  order.reserve(newest.size());
+  for (const auto& [no, copy] : newest) order.push_back(no);
   std::sort(order.begin(), order.end());
   absl::StatusOr<uint64_t> size = file->Size();
   if (!size.ok()) return size.status();
@@ -141,19 +171,20 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
   }
   out.next_seq = max_seq + 1;
   out.declared = void_through;
-  if (!records.empty()) {
-    // Every record is applied: void them all, so that the session may reuse their slots and a
-    // fresh page needs no tombstone against them.
+  if (!records.empty() || !voided.empty()) {
+    // Every record is applied or dead: void them all, so that the session may reuse their slots.
     if (!out.repaired.empty()) {
       ++out.syncs;
       if (absl::Status s = file->Sync(); !s.ok()) return s;
     }
-    const uint64_t seq = out.next_seq++;
-    if (absl::Status s = PutMarker(file, ps, out.next_marker, seq, seq); !s.ok()) return s;
+    if (absl::Status s = PutMarker(file, ps, out.next_marker, out.marker_serial++, max_seq, {});
+        !s.ok()) {
+      return s;
+    }
     ++out.syncs;
     if (absl::Status s = file->Sync(); !s.ok()) return s;
     out.next_marker ^= 1;
-    out.declared = seq;
+    out.declared = max_seq;
   }
   return out;
 }
@@ -165,17 +196,16 @@ Doublewrite::Doublewrite(io::File* file, uint32_t page_size, const DwRecovery& s
     : file_(file),
       ps_(page_size),
       ring_(page::DoublewriteSlots(page_size) - page::kMarkerSlots),
-      max_items_(std::min(page::DwMaxEntries(page_size), ring_ / 3 - 1)),
       hooks_(std::move(hooks)),
       forced_(forced_writes),
       next_seq_(start.next_seq),
       retired_(start.declared),
       declared_(start.declared),
-      next_marker_(start.next_marker) {}
+      next_marker_(start.next_marker),
+      marker_serial_(start.marker_serial) {}
 
-bool Doublewrite::HasRecord(PageNo no) {
-  util::MutexLock g(mu_);
-  return window_.contains(no);
+uint32_t Doublewrite::max_items(size_t commits) const {
+  return std::min(page::DwMaxEntries(ps_, static_cast<uint32_t>(commits)), ring_ / 3 - 1);
 }
 
 void Doublewrite::AdvanceRetired() {
@@ -190,17 +220,29 @@ void Doublewrite::Declared(uint64_t through) {
   if (through <= declared_) return;
   declared_ = through;
   while (!flights_.empty() && flights_.front().seq <= declared_) flights_.pop_front();
-  absl::erase_if(window_, [&](const auto& kv) { return kv.second <= through; });
+  std::erase_if(voids_, [&](const Void& v) { return v.seq <= through; });
+}
+
+std::vector<uint64_t> Doublewrite::VoidSeqs() const {
+  std::vector<uint64_t> out;
+  out.reserve(voids_.size());
+  for (const Void& v : voids_) out.push_back(v.seq);
+  return out;
 }
 
 absl::Status Doublewrite::WriteMarker(uint64_t through) {
-  const uint64_t seq = next_seq_++;
-  if (absl::Status s = PutMarker(file_, ps_, next_marker_, seq, through); !s.ok()) return s;
+  std::vector<uint64_t> listed = VoidSeqs();
+  if (absl::Status s =
+          PutMarker(file_, ps_, next_marker_, marker_serial_++, through, std::move(listed));
+      !s.ok()) {
+    return s;
+  }
   next_marker_ ^= 1;
   uint64_t epoch = 0;
   if (forced_) {
     if (absl::Status s = hooks_.sync(&epoch); !s.ok()) return s;
   }
+  for (Void& v : voids_) v.durable = true;
   Declared(through);
   return absl::OkStatus();
 }
@@ -212,11 +254,11 @@ absl::StatusOr<uint32_t> Doublewrite::MakeRoom(uint32_t n, util::MutexLock& lock
     for (const Flight& f : flights_) {
       if (f.first < start + n && start < f.first + f.n) block = &f;
     }
-    if (!block) return start;
-    const uint64_t need = block->seq;
+    if (!block && voids_.size() < page::kDwMaxVoids) return start;
+    const uint64_t need = block ? block->seq : voids_.back().seq;
     AdvanceRetired();
     if (retired_ >= need) {
-      // Their pages are durable at home, but no durable record page says so yet.
+      // Their pages are durable at home (or they are void), but no durable page says so yet.
       if (absl::Status s = WriteMarker(retired_); !s.ok()) return s;
       continue;
     }
@@ -245,35 +287,31 @@ absl::StatusOr<uint32_t> Doublewrite::MakeRoom(uint32_t n, util::MutexLock& lock
   }
 }
 
-absl::StatusOr<uint64_t> Doublewrite::Protect(std::span<const Item> items,
-                                              uint64_t* durable_epoch) {
-  *durable_epoch = 0;
-  uint32_t copies = 0;
-  for (const Item& it : items) copies += it.bytes != nullptr;
-  const uint32_t n = 1 + copies;
+absl::StatusOr<uint64_t> Doublewrite::Write(std::span<const Item> items,
+                                            std::span<const uint64_t> commits) {
+  const uint32_t n = 1 + static_cast<uint32_t>(items.size());
   DwRecord rec;
-  uint32_t first = 0;
-  {
-    util::MutexLock lock(mu_);
-    absl::StatusOr<uint32_t> start = MakeRoom(n, lock);
-    if (!start.ok()) return start.status();
-    first = *start;
-    AdvanceRetired();
-    rec.seq = next_seq_++;
-    rec.retired_through = retired_;
-    flights_.push_back({rec.seq, first, n});
-    pos_ = first + n == ring_ ? 0 : first + n;
-    uint32_t slot = page::kMarkerSlots + first + 1;
-    for (const Item& it : items) {
-      DwEntry e;
-      e.page_no = it.no;
-      if (it.bytes) {
-        e.slot = slot++;
-        e.checksum = StoredChecksum(it.bytes);
-      }
-      rec.entries.push_back(e);
-      window_[it.no] = rec.seq;
-    }
+  // The number is handed out and the record written under one lock, so records reach the file
+  // in sequence order: a sync after this write covers every lower record.
+  util::MutexLock lock(mu_);
+  absl::StatusOr<uint32_t> start = MakeRoom(n, lock);
+  if (!start.ok()) return start.status();
+  const uint32_t first = *start;
+  AdvanceRetired();
+  rec.seq = next_seq_++;
+  rec.retired_through = retired_;
+  rec.voids = VoidSeqs();
+  rec.commits.assign(commits.begin(), commits.end());
+  flights_.push_back({rec.seq, first, n});
+  flights_.back().declares = rec.retired_through;
+  flights_.back().listed_voids = rec.voids;
+  pos_ = first + n == ring_ ? 0 : first + n;
+  rec.entries.reserve(items.size());
+  for (uint32_t k = 0; k < items.size(); ++k) {
+    uint8_t* img = items[k].bytes;
+    const uint32_t own = StoredChecksum(img);
+    rec.entries.push_back({items[k].no, page::kMarkerSlots + first + 1 + k, own});
+    util::Put32(img + page::hdr::kChecksum, page::CopyChecksum(img, ps_, rec.seq, k));
   }
   // WriteDwRecord formats the whole page: no need to zero it first (one per flush).
   const std::unique_ptr<uint8_t[]> head = std::make_unique_for_overwrite<uint8_t[]>(ps_);
@@ -281,25 +319,58 @@ absl::StatusOr<uint64_t> Doublewrite::Protect(std::span<const Item> items,
   std::vector<io::WriteRequest> reqs;
   reqs.reserve(n);
   reqs.push_back({uint64_t{SlotPage(first)} * ps_, head.get(), ps_});
-  uint32_t at = first + 1;
-  for (const Item& it : items) {
-    if (it.bytes) reqs.push_back({uint64_t{SlotPage(at++)} * ps_, it.bytes, ps_});
+  for (uint32_t k = 0; k < items.size(); ++k) {
+    reqs.push_back({uint64_t{SlotPage(first + 1 + k)} * ps_, items[k].bytes, ps_});
   }
   absl::Status s = file_->WriteBatch(reqs);
-  if (s.ok() && forced_ && copies > 0) s = hooks_.sync(durable_epoch);
+  for (uint32_t k = 0; k < items.size(); ++k) {
+    util::Put32(items[k].bytes + page::hdr::kChecksum, rec.entries[k].checksum);
+  }
   if (!s.ok()) {
-    // No home write follows. The record may still be applied at recovery, which is what a
-    // completed write would have left (the pages' prerequisites are durable), so it retires at
-    // once.
-    HomeWritten(rec.seq, 0, absl::OkStatus(), {});
-    *durable_epoch = 0;
+    FailedLocked(rec.seq);
     return s;
   }
-  if (!forced_ || copies > 0) {
-    util::MutexLock g(mu_);
-    Declared(rec.retired_through);  // this record page is durable (or, unforced, written)
-  }
   return rec.seq;
+}
+
+absl::Status Doublewrite::Synced(uint64_t seq) {
+  util::MutexLock g(mu_);
+  uint64_t declares = 0;
+  for (const Flight& f : flights_) {
+    if (f.seq != seq) continue;
+    declares = f.declares;
+    for (Void& v : voids_) {
+      if (std::find(f.listed_voids.begin(), f.listed_voids.end(), v.seq) != f.listed_voids.end()) {
+        v.durable = true;
+      }
+    }
+    break;
+  }
+  Declared(declares);  // the record page is durable: so is what it declared
+  // A lower record that failed after this one was written is not listed by it: until some
+  // durable page lists it, recovery would stop there, before this record.
+  const bool undeclared = std::any_of(voids_.begin(), voids_.end(),
+                                      [&](const Void& v) { return v.seq < seq && !v.durable; });
+  if (undeclared) return WriteMarker(declared_);
+  return absl::OkStatus();
+}
+
+void Doublewrite::FailedLocked(uint64_t seq) {
+  voids_.push_back({seq, false});
+  for (Flight& f : flights_) {
+    if (f.seq == seq) {
+      // Void: nothing of it goes home, so nothing holds its slots back once it is declared.
+      f.home_done = true;
+      f.home_epoch = 0;
+      break;
+    }
+  }
+  cv_.NotifyAll();
+}
+
+void Doublewrite::Failed(uint64_t seq) {
+  util::MutexLock g(mu_);
+  FailedLocked(seq);
 }
 
 void Doublewrite::HomeWritten(uint64_t seq, uint64_t epoch, const absl::Status& result,
@@ -334,8 +405,8 @@ void Doublewrite::HomeWritten(uint64_t seq, uint64_t epoch, const absl::Status& 
 
 absl::Status Doublewrite::RetireAll() {
   util::MutexLock g(mu_);
-  if (flights_.empty()) return absl::OkStatus();
-  return WriteMarker(next_seq_);  // the marker's own seq: every record before it
+  if (flights_.empty() && voids_.empty()) return absl::OkStatus();
+  return WriteMarker(next_seq_ - 1);  // every record so far
 }
 
 }  // namespace ember::cache

@@ -1,34 +1,31 @@
-// Torn-page protection: the doublewrite area's protocol (the layout is in
+// Torn-page protection and the commit record: the doublewrite area's protocol (the layout is in
 // engine/page/doublewrite_page.h, the bytes in docs/format.md).
 //
 // A page write cut by a crash can leave the page half old and half new; its checksum then fails
-// and the committed rows on it are gone, with the old content too. So before the buffer cache
-// overwrites a page in place, it writes a copy of the new content into the doublewrite area,
-// inside a record that lists what it holds, and (with forced writes) syncs; only then does it
-// write the page home. At open, `RecoverDoublewrite` rewrites from the area every page whose
-// last record holds a copy that differs from the page on disk: a torn page gets its new content
-// back, and so does a page whose home write was lost.
+// and the committed rows on it are gone, with the old content too. So the buffer cache never
+// writes a page home before an image of it is durable in the doublewrite area: a flush writes
+// its pages' images into a record (one record page listing them, then the images), syncs once,
+// and only then writes the pages home, without a further sync. A commit's flush puts the TIP
+// page, with the commit bits, into the same record as the transaction's pages and names the
+// transactions in it: one write and one sync make the commit durable.
 //
-// Why the copy, not just the old content, is what a crash may leave: the cache writes a page only
-// once every page it depends on is durable (careful write), so a page's new content is always a
-// state the database may be in; applying it is the same as its write having completed. That is
-// also what lets the copy, once synced, count as the page being durable: a commit needs no sync
-// between its pages' home writes and its TIP write, so protection adds no sync to a commit.
-//
-// The rules that keep the area right:
-// - Records get increasing sequence numbers; at open the records newer than the highest
-//   `retired_through` any valid record page declares are applied, in sequence order, so a page's
-//   newest record wins.
-// - A page written for the first time since its allocation ("fresh": nothing on disk links to it)
-//   gets no copy: a crash before it is durable cannot matter. But if the area holds an older copy
-//   of that page number (from before it was freed), its record gets a tombstone entry, so that
-//   the old copy is not applied over the new content.
-// - A record's slots are overwritten only after the record is retired (its pages' home writes
-//   are durable) and some durable record page says so (`retired_through`): a record that recovery
+// The rules that keep the area right (docs/architecture.md says why each holds):
+// - Records apply whole and in order. Records get consecutive sequence numbers and are written
+//   one at a time in that order (the write is done under the mutex that hands out the number), so
+//   a sync that follows a record's write covers every lower record too. At open the records past
+//   the highest `retired_through` any valid page declares are applied in sequence order; the
+//   walk stops at the first record that is missing or incomplete (a copy whose checksum, seeded
+//   with the record's seq and the copy's index, fails): nothing after it was acknowledged, and
+//   its pages may depend on the missing one. A record whose write or sync failed is void: every
+//   later record page and marker lists it until it is retired, and recovery skips it.
+// - Every page the cache writes gets an image in a record, including a page written for the
+//   first time since its allocation, so a page's newest record holds its newest content.
+// - A record is retired once its pages' home writes are durable; its slots are overwritten only
+//   after some durable record page or marker says so (`retired_through`): a record recovery
 //   would still apply is never damaged. When no record can declare it in time, a marker does
-//   (slots 0 and 1, written alternately so that a torn marker leaves the previous one).
+//   (slots 0 and 1, written alternately, so that a torn marker leaves the previous one).
 // Without forced writes nothing is synced, as everywhere else: the area then protects against a
-// process crash (the copy's write completes before the home write starts), not a power loss.
+// process crash (the record's write completes before the home writes start), not a power loss.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -55,15 +52,20 @@ struct DwRecovery {
     bool torn;  // the page on disk failed its check (else: valid, but older than its copy)
   };
   std::vector<Repaired> repaired;
-  uint64_t next_seq = 1;     // for the session's records
-  uint64_t declared = 0;     // records up to this are void, durably
-  uint32_t next_marker = 0;  // marker slot to write next
-  uint64_t syncs = 0;        // syncs of the file it made (the database counts them)
+  std::vector<uint64_t> committed;  // transactions named by the records applied
+  std::vector<uint64_t> dead;       // named by records not applied (void or incomplete)
+  uint64_t applied = 0;             // records applied
+  uint64_t next_seq = 1;            // for the session's records
+  uint64_t declared = 0;            // records up to this are void, durably
+  uint32_t next_marker = 0;         // marker slot to write next
+  uint64_t marker_serial = 1;       // for the session's next marker
+  uint64_t syncs = 0;               // syncs of the file it made (the database counts them)
 };
 
-// Reads the area of a database of `page_size`, applies what a crash left, syncs, and voids the
-// applied records with a marker (synced). Errors: the read, write or sync error; DataLoss for a
-// record page that verifies but does not decode.
+// Reads the area of a database of `page_size`, applies the complete records a crash left (in
+// order, up to the first incomplete one), syncs, and voids every record with a marker (synced).
+// Errors: the read, write or sync error; DataLoss for a record page that verifies but does not
+// decode.
 absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t page_size);
 
 // What the protocol needs from the buffer cache's write epochs (buffer_cache.h).
@@ -81,26 +83,30 @@ class Doublewrite {
   Doublewrite(const Doublewrite&) = delete;
   Doublewrite& operator=(const Doublewrite&) = delete;
 
-  // One page of a chunk: `bytes` is the sealed copy about to be written home, or null for a
-  // tombstone (a fresh page that HasRecord).
+  // One page of a record: its sealed image, about to be written home. Write puts the ring's
+  // checksum into the image for the copy's write and restores it before it returns.
   struct Item {
     PageNo no;
-    const uint8_t* bytes;
+    uint8_t* bytes;
   };
-  // Items one Protect call takes.
-  uint32_t max_items() const { return max_items_; }
-  // Whether the area may hold a record of `no` that recovery would apply.
-  bool HasRecord(PageNo no);
+  // Pages one record takes next to `commits` committed transactions.
+  uint32_t max_items(size_t commits) const;
 
-  // Writes the record for `items` and their copies, and with forced writes and at least one
-  // copy, syncs. On success returns the record's sequence number, to pass to HomeWritten once the
-  // home writes are done, and sets *durable_epoch to an epoch that is durable now (0 when
-  // nothing was synced). Waits or syncs first when the ring has no room (see the rules above).
-  // On error the record is settled already (no HomeWritten).
-  absl::StatusOr<uint64_t> Protect(std::span<const Item> items, uint64_t* durable_epoch);
+  // Writes one record: `items` (at most max_items) and the transactions it commits, without a
+  // sync. Waits, syncs or writes a marker first when the ring has no room (see the rules above).
+  // Returns the record's sequence number; the caller syncs and then calls Synced, or Failed when
+  // the sync failed. On error the record is void already.
+  absl::StatusOr<uint64_t> Write(std::span<const Item> items, std::span<const uint64_t> commits);
+  // The sync after the record's write succeeded (or, without forced writes, the write did): the
+  // record is durable. An error means an earlier failed record could not be declared void
+  // durably, so this record must not be acknowledged: recovery might stop before it.
+  absl::Status Synced(uint64_t seq);
+  // The sync after the record's write failed: the record is void (never applied, its home
+  // writes never made); later record pages and markers say so.
+  void Failed(uint64_t seq);
   // The record's home writes completed at write epoch `epoch`, or failed with `result`.
-  // `copied`: the pages the record holds copies of. A failed record stays until every one of
-  // them is written again by a later record.
+  // `copied`: the pages the record holds. A failed record stays until every one of them is
+  // written again by a later record.
   void HomeWritten(uint64_t seq, uint64_t epoch, const absl::Status& result,
                    std::span<const PageNo> copied);
   // Voids every record. REQUIRES: every home write is done and the file synced (clean close).
@@ -116,6 +122,12 @@ class Doublewrite {
     bool failed = false;                  // its home write failed
     absl::Status error;                   // why
     absl::flat_hash_set<PageNo> pending;  // failed: pages not written again since
+    uint64_t declares = 0;                // its page's retired_through
+    std::vector<uint64_t> listed_voids;   // the void records its page lists
+  };
+  struct Void {
+    uint64_t seq;
+    bool durable;  // a synced page lists it
   };
   // A ring range [start, start + n) for a record: waits, syncs or writes a marker until the
   // records there are void. `lock` holds mu_ (waits go through it).
@@ -123,10 +135,13 @@ class Doublewrite {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves retired_ over flights whose home writes are durable.
   void AdvanceRetired() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Declares records up to `through` void with a marker, synced.
+  // Declares records up to `through` void with a marker, synced; the marker lists the void
+  // records too.
   absl::Status WriteMarker(uint64_t through) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops flights and window entries of void records.
+  // Drops flights, void records and window entries up to `through`.
   void Declared(uint64_t through) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailedLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<uint64_t> VoidSeqs() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PageNo SlotPage(uint32_t ring_index) const {
     return page::kDoublewriteFirst + page::kMarkerSlots + ring_index;
   }
@@ -134,20 +149,19 @@ class Doublewrite {
   io::File* const file_;
   const uint32_t ps_;
   const uint32_t ring_;  // ring slots (the area minus the markers)
-  const uint32_t max_items_;
   const DwHooks hooks_;
   const bool forced_;
 
   util::Mutex mu_;
   util::CondVar cv_;                                 // a flight's home writes completed
   std::deque<Flight> flights_ ABSL_GUARDED_BY(mu_);  // records not declared void, in seq order
+  std::vector<Void> voids_ ABSL_GUARDED_BY(mu_);     // failed records not declared void yet
   uint32_t pos_ ABSL_GUARDED_BY(mu_) = 0;            // next ring index
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_);
   uint64_t retired_ ABSL_GUARDED_BY(mu_);   // records up to this have durable homes
   uint64_t declared_ ABSL_GUARDED_BY(mu_);  // records up to this are void, durably
   uint32_t next_marker_ ABSL_GUARDED_BY(mu_);
-  // page -> seq of its newest record not declared void
-  absl::flat_hash_map<PageNo, uint64_t> window_ ABSL_GUARDED_BY(mu_);
+  uint64_t marker_serial_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ember::cache

@@ -8,14 +8,25 @@
 // 1 hold retire markers (written alternately, so that a torn marker leaves the other one); the
 // other slots are a ring of records: a record is one record page followed by the copies it lists.
 //
-// Record page (type kDoublewrite), also used for markers (count 0):
+// A record is what one flush of the buffer cache writes: the images of its pages and the
+// transactions it commits. Recovery applies records whole and in chain order (doublewrite.h).
+//
+// Record page (type kDoublewrite), also used for markers (no entries, no commits):
 //   offset size field
 //   0      16   page header (type kDoublewrite, page_no = the slot's own page number)
-//   16     8    seq              record sequence number, unique and increasing
+//   16     8    seq              records: sequence number, consecutive from one record to the
+//                                next; markers: their own serial (the newer marker has the higher)
 //   24     8    retired_through  every record with seq <= this is void: its pages are on disk
 //   32     4    count            entries that follow
-//   36     4    reserved (0)
-//   40     12*n entries: page_no u32, slot u32 (kTombstoneSlot: no copy), checksum u32 of the copy
+//   36     2    nvoid            failed records this page declares void (never applied)
+//   38     2    ncommit          transactions this record commits
+//   40     8    reserved (0)
+//   48     12*count  entries: page_no u32, slot u32 (ring index of the copy), checksum u32
+//   ...    8*nvoid   seqs of the void records
+//   ...    8*ncommit ids of the committed transactions
+// A copy in the ring is the page's image with its checksum field replaced by CopyChecksum(seq,
+// index): a slot left over from an older record fails that check, so it cannot pass as part of
+// this one. `checksum` in the entry is the image's own (home) checksum, put back on recovery.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -27,9 +38,10 @@ namespace ember::page {
 
 constexpr PageNo kDoublewriteFirst = 2;
 constexpr uint32_t kMarkerSlots = 2;
-// A slot value meaning "this page was written without a copy" (first write after allocation):
-// older copies of the page in the area must not be applied over it.
-constexpr uint32_t kTombstoneSlot = UINT32_MAX;
+// Records a page declares void at most (failed records not yet retired), and transactions one
+// record commits at most: the room a record page keeps for those lists.
+constexpr uint32_t kDwMaxVoids = 8;
+constexpr uint32_t kDwMaxCommits = 256;
 
 // Slots of the area for a page size: 8 MiB worth, at least 256 (so 2048 at 4 KiB, 1024 at
 // 8 KiB, 512 at 16 KiB, 256 at 32 KiB). A flush copies at most a third of the ring per record
@@ -47,24 +59,34 @@ constexpr PageNo DoublewriteEnd(uint32_t page_size) {
 
 struct DwEntry {
   PageNo page_no = 0;
-  uint32_t slot = kTombstoneSlot;  // ring slot of the copy (index in the area)
-  uint32_t checksum = 0;           // the copy's stored page checksum
+  uint32_t slot = 0;      // slot of the copy (index in the area, past the marker slots)
+  uint32_t checksum = 0;  // the image's own page checksum (what it has at home)
 };
 
 struct DwRecord {
   uint64_t seq = 0;
   uint64_t retired_through = 0;
   std::vector<DwEntry> entries;
+  std::vector<uint64_t> voids;
+  std::vector<uint64_t> commits;
 };
 
-// Entries one record page can list.
-constexpr uint32_t DwMaxEntries(uint32_t page_size) { return (page_size - 40) / 12; }
+constexpr size_t kDwHeaderSize = 48;
+// Entries a record page can list next to full lists of voids and `commits` transactions.
+constexpr uint32_t DwMaxEntries(uint32_t page_size, uint32_t commits = 0) {
+  return static_cast<uint32_t>((page_size - kDwHeaderSize - 8 * kDwMaxVoids - 8 * commits) / 12);
+}
+
+// The checksum a copy carries in the ring: CRC32C of the image (checksum field as 0) seeded with
+// the record's seq and the copy's index in the record.
+uint32_t CopyChecksum(const uint8_t* page, uint32_t page_size, uint64_t seq, uint32_t index);
 
 // Formats `page` (page_size bytes) as the record page of slot page `slot_page_no`. REQUIRES
-// r.entries.size() <= DwMaxEntries(page_size). Seals it (checksum).
+// r.voids.size() <= kDwMaxVoids, r.commits.size() <= kDwMaxCommits and
+// r.entries.size() <= DwMaxEntries(page_size, r.commits.size()). Seals it (checksum).
 void WriteDwRecord(uint8_t* page, uint32_t page_size, PageNo slot_page_no, const DwRecord& r);
 // Decodes a record page already verified (VerifyPage); DataLoss when the type is not
-// kDoublewrite or the count does not fit the page.
+// kDoublewrite or the lists do not fit the page.
 absl::StatusOr<DwRecord> ReadDwRecord(const uint8_t* page, uint32_t page_size);
 
 }  // namespace ember::page

@@ -37,6 +37,13 @@ absl::Status CheckIdentity(const uint8_t* page, const char* file) {
                         FileName(file), page[hdr::kType]));
   }
   const uint32_t version = util::Get32(page + kVersionOff);
+  if (version < kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: format version %u is older than this build's %u; to upgrade, back it up with "
+        "the build that wrote it (ember-bak -b) and restore the backup with this one "
+        "(ember-bak -c)",
+        FileName(file), version, kFormatVersion));
+  }
   if (version != kFormatVersion) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: format version %u not supported (this build reads version %u)",

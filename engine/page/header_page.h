@@ -35,8 +35,9 @@ namespace ember::page {
 
 // 2: B-tree pages gained the restart array. 3: variable-length record headers. 4: varint B-tree
 // entries. 5: index entries end with a variable-length record number, and leaves store value 0.
-// 6: the doublewrite area after PIP 0 (torn-page protection), named in the header.
-constexpr uint32_t kFormatVersion = 6;
+// 6: the doublewrite area after PIP 0 (torn-page protection), named in the header. 7: the
+// doublewrite record is the commit record (applied whole and in order; void and commit lists).
+constexpr uint32_t kFormatVersion = 7;
 constexpr std::string_view kMagic{"EMBERDB\0", 8};
 constexpr uint64_t kDefaultSweepInterval = 20000;
 

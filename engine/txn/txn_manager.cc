@@ -245,7 +245,13 @@ absl::Status TxnManager::Commit(uint64_t txn, bool counted) {
       leader_active_ = true;
       led = true;  // the batch holds our request: it is done after this round
       std::vector<CommitRequest*> batch;
-      batch.swap(commit_queue_);
+      if (commit_queue_.size() <= kMaxGroup) {
+        batch.swap(commit_queue_);
+      } else {
+        const auto cut = commit_queue_.begin() + static_cast<ptrdiff_t>(kMaxGroup);
+        batch.assign(commit_queue_.begin(), cut);
+        commit_queue_.erase(commit_queue_.begin(), cut);
+      }
       lk.Unlock();
       std::vector<uint64_t> ids;
       ids.reserve(batch.size());
@@ -292,19 +298,46 @@ absl::Status TxnManager::CommitNoWrites(uint64_t txn, bool counted) {
   return absl::OkStatus();
 }
 
-absl::Status TxnManager::CommitGroup(const std::vector<uint64_t>& txns) {
-  // 1. Every page the transactions changed, in precedence order, then sync.
-  if (absl::Status s = cache_->FlushTxns(txns); !s.ok()) return s;
-  // 2. The commit point: their TIP bits, written and synced.
-  std::vector<PageNo> tips;
-  absl::Status s;
-  const uint64_t sync_failures = cache_->SyncFailures();
+cache::PageRef& TxnManager::HeldTips::For(uint64_t txn, uint64_t per_tip) {
+  const auto it = std::find(index.begin(), index.end(), txn / per_tip);
+  return refs[static_cast<size_t>(it - index.begin())];
+}
+
+absl::StatusOr<TxnManager::HeldTips> TxnManager::LatchTips(const std::vector<uint64_t>& txns) {
+  HeldTips h;
+  util::MutexLock g(tip_mu_);
   for (uint64_t t : txns) {
-    if (s.ok()) s = SetTipState(t, TxnState::kCommitted, &tips);
+    if (absl::Status s = EnsureTip(t); !s.ok()) return s;
+    const uint64_t k = t / per_tip_;
+    if (std::find(h.index.begin(), h.index.end(), k) != h.index.end()) continue;
+    absl::StatusOr<cache::PageRef> r = cache_->Fetch(tips_[k], LatchMode::kExclusive);
+    if (!r.ok()) return r.status();
+    h.index.push_back(k);
+    h.refs.push_back(std::move(*r));
   }
-  if (s.ok()) s = cache_->FlushPages(tips);
-  if (!s.ok()) return FailCommit(txns, s, cache_->SyncFailures() != sync_failures);
-  // 3. Publish: later snapshots see them.
+  for (cache::PageRef& r : h.refs) h.ptrs.push_back(&r);
+  return h;
+}
+
+absl::Status TxnManager::CommitGroup(const std::vector<uint64_t>& txns) {
+  // The commit bits go into the TIP pages, latched until the flush has written them: no one else
+  // writes a TIP image with them before the transactions' pages are in a durable record.
+  absl::StatusOr<HeldTips> tips = LatchTips(txns);
+  if (!tips.ok()) return tips.status();
+  for (uint64_t t : txns) {
+    cache::PageRef& r = tips->For(t, per_tip_);
+    page::TipSetState(r.data(), t, TxnState::kCommitted);
+    r.Mark(t);
+  }
+  // Every page the transactions changed, in precedence order, then the TIP pages: with torn-page
+  // protection one record (or a few, for a big transaction) and one sync; without, careful
+  // write (the pages synced, then the TIP pages).
+  const uint64_t sync_failures = cache_->SyncFailures();
+  if (absl::Status s = cache_->FlushCommit(txns, tips->ptrs); !s.ok()) {
+    return FailCommit(txns, s, cache_->SyncFailures() != sync_failures, *tips);
+  }
+  tips->refs.clear();  // unlatch
+  // Publish: later snapshots see them.
   for (uint64_t t : txns) Publish(t);
   commits_.fetch_add(txns.size(), std::memory_order_relaxed);
   group_flushes_.fetch_add(1, std::memory_order_relaxed);
@@ -312,18 +345,20 @@ absl::Status TxnManager::CommitGroup(const std::vector<uint64_t>& txns) {
 }
 
 absl::Status TxnManager::FailCommit(const std::vector<uint64_t>& txns, const absl::Status& cause,
-                                    bool sync_failed) {
+                                    bool sync_failed, HeldTips& tips) {
   // The commit marks are in the cached TIP pages and, if a sync failed rather than the write,
   // maybe in the file, not known durable: any later sync (another commit, a flush of the
   // collector) could make them so, and the transactions would come back committed after a crash
   // although their commit failed - while this process, taking them for dead, backs their
-  // versions out. So they are marked dead, durably, first.
-  std::vector<PageNo> tips;
-  absl::Status s;
+  // versions out. So they are marked dead, durably, first (with protection, the failed records
+  // are void too: later record pages list them).
   for (uint64_t t : txns) {
-    if (s.ok()) s = SetTipState(t, TxnState::kDead, &tips);
+    cache::PageRef& r = tips.For(t, per_tip_);
+    page::TipSetState(r.data(), t, TxnState::kDead);
+    r.Mark(t);
   }
-  if (s.ok()) s = cache_->FlushPages(tips);
+  absl::Status s = cache_->FlushHeld(tips.ptrs);
+  tips.refs.clear();
   // A write that failed put nothing of the marks in the file: dead in the cache is enough (the
   // TIP page is written when it can be).
   if (s.ok() || !sync_failed) {

@@ -114,10 +114,21 @@ class TxnManager {
   absl::Status EnsureTip(uint64_t txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tip_mu_);
   absl::Status SetTipState(uint64_t txn, page::TxnState s, std::vector<page::PageNo>* touched);
   absl::Status CommitGroup(const std::vector<uint64_t>& txns);
+  // The TIP pages holding `txns`' states, latched exclusively, one per page: a commit holds them
+  // from setting its bits until its flush has written them.
+  struct HeldTips {
+    std::vector<uint64_t> index;  // TIP block k of each page
+    std::vector<cache::PageRef> refs;
+    std::vector<cache::PageRef*> ptrs;
+    cache::PageRef& For(uint64_t txn, uint64_t per_tip);
+  };
+  absl::StatusOr<HeldTips> LatchTips(const std::vector<uint64_t>& txns);
   // After the commit marks of `txns` were set but could not be made durable (`cause`; a sync
   // failed on the way, or only writes).
   absl::Status FailCommit(const std::vector<uint64_t>& txns, const absl::Status& cause,
-                          bool sync_failed);
+                          bool sync_failed, HeldTips& tips);
+  // Transactions one group commit takes at most: its record names them all.
+  static constexpr size_t kMaxGroup = page::kDwMaxCommits;
   void Finished(uint64_t txn);
   void Publish(uint64_t txn);
 

@@ -10,8 +10,8 @@ struct Counters {
   uint64_t marks = 0;    // times a page was marked dirty
   uint64_t reads = 0;    // physical page reads
   uint64_t writes = 0;   // physical page writes (pages written home)
-  // Pages written into the doublewrite area: copies that protect pages from torn writes, and
-  // the record pages that list them (Options::doublewrite). Add to `writes` for the total.
+  // Pages written into the doublewrite area: the images of the pages a record holds and the
+  // record pages that list them (Options::doublewrite). Add to `writes` for the total.
   uint64_t dw_writes = 0;
   // Pages written before their time because careful write required it: a write-precedence
   // cycle broken by writing one of its pages at once, or a page written so that what it stopped
@@ -22,9 +22,11 @@ struct Counters {
   // transaction counts the syncs it issued and those of the group commit that committed it, so a
   // sync shared by N committers counts N times over their transactions.
   // DatabaseStats::group_commit_flushes counts the group commits (rounds) instead: each round
-  // issues its own syncs, shared by every transaction of the round: with forced writes today
-  // two or more (its pages', one more for each set of them that must be durable before the next
-  // is written, then its TIP page's), none without.
+  // issues its own syncs, shared by every transaction of the round: with forced writes and
+  // torn-page protection one (its record's; one more per record past the first, for a round
+  // larger than a record, and a marker's when the ring has to be declared free), without
+  // protection two or more (its pages', one more for each set of them that must be durable
+  // before the next is written, then its TIP page's), none without forced writes.
   uint64_t syncs = 0;
 };
 

@@ -446,9 +446,10 @@ std::string ClassOf(const std::string& file, uint32_t p) {
 }
 
 // Pages the doublewrite area holds a good copy of that recovery would apply: the newest entry
-// of each page in the records not yet declared void, when its slot still holds that copy.
+// of each page in the records not yet declared void, when its slot still holds that copy (its
+// ring checksum right, its bytes those of the page at home but for the checksum field).
 std::set<uint32_t> LiveCopies(const std::string& file) {
-  std::vector<page::DwRecord> recs;
+  std::vector<std::pair<uint32_t, page::DwRecord>> recs;  // slot, record
   uint64_t retired = 0;
   for (uint32_t i = 0; i < page::DoublewriteSlots(kPs); ++i) {
     const auto* d =
@@ -458,20 +459,33 @@ std::set<uint32_t> LiveCopies(const std::string& file) {
     absl::StatusOr<page::DwRecord> r = page::ReadDwRecord(d, kPs);
     if (!r.ok()) continue;
     retired = std::max(retired, r->retired_through);
-    recs.push_back(std::move(*r));
+    if (i >= page::kMarkerSlots) recs.emplace_back(i, std::move(*r));
   }
   std::sort(recs.begin(), recs.end(),
-            [](const page::DwRecord& a, const page::DwRecord& b) { return a.seq < b.seq; });
-  std::map<uint32_t, page::DwEntry> newest;
-  for (const page::DwRecord& r : recs) {
+            [](const auto& a, const auto& b) { return a.second.seq < b.second.seq; });
+  struct Newest {
+    uint64_t seq;
+    uint32_t index;
+    page::DwEntry e;
+  };
+  std::map<uint32_t, Newest> newest;
+  for (const auto& [slot, r] : recs) {
     if (r.seq <= retired) continue;
-    for (const page::DwEntry& e : r.entries) newest[e.page_no] = e;
+    for (uint32_t k = 0; k < r.entries.size(); ++k) {
+      newest[r.entries[k].page_no] = {r.seq, k, r.entries[k]};
+    }
   }
   std::set<uint32_t> out;
-  for (const auto& [p, e] : newest) {
-    if (e.slot == page::kTombstoneSlot) continue;
-    const size_t at = size_t{page::kDoublewriteFirst + e.slot} * kPs;
-    if (file.compare(at, kPs, file, size_t{p} * kPs, kPs) == 0) out.insert(p);
+  constexpr size_t kSum = page::hdr::kChecksum;
+  for (const auto& [p, n] : newest) {
+    const size_t at = size_t{page::kDoublewriteFirst + n.e.slot} * kPs;
+    const auto* copy = reinterpret_cast<const uint8_t*>(file.data()) + at;
+    if (util::Get32(copy + kSum) != page::CopyChecksum(copy, kPs, n.seq, n.index)) continue;
+    const size_t home = size_t{p} * kPs;
+    if (file.compare(at, kSum, file, home, kSum) == 0 &&
+        file.compare(at + kSum + 4, kPs - kSum - 4, file, home + kSum + 4, kPs - kSum - 4) == 0) {
+      out.insert(p);
+    }
   }
   return out;
 }

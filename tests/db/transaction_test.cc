@@ -853,6 +853,38 @@ Options SyncTestOptions(bool forced_writes) {
   return o;
 }
 
+// With torn-page protection a commit's pages and its TIP page go into the doublewrite area's
+// records and take one sync together; without it, careful write syncs the pages (a level at a
+// time), then the TIP.
+TEST_CASE("syncs: a commit costs one sync with torn-page protection, two or more without",
+          "[txn][syncs]") {
+  for (const bool protect : {true, false}) {
+    CAPTURE(protect);
+    Options o = SyncTestOptions(true);
+    o.doublewrite = protect;
+    testing::TableDb f(o);
+    // Exactly one with protection; at least two without.
+    auto right = [&](uint64_t syncs) { return protect ? syncs == 1 : syncs >= 2; };
+    std::vector<RecordId> rids;
+    for (int64_t i = 0; i < 40; ++i) {
+      auto txn = VALUE_OR_FAIL(f.db->Begin());
+      rids.push_back(VALUE_OR_FAIL(txn->Insert(f.t, {i, i * 10, std::string(40, 'a')})));
+      REQUIRE_OK(txn->Commit());
+      INFO("insert commit " << i << ": " << txn->counters().syncs << " syncs");
+      REQUIRE(right(txn->counters().syncs));
+    }
+    // A transaction that touches several pages (its rows, their back versions, the index).
+    auto txn = VALUE_OR_FAIL(f.db->Begin());
+    for (size_t i = 0; i < rids.size(); i += 4) {
+      const int64_t k = static_cast<int64_t>(i);
+      REQUIRE_OK(txn->Update(f.t, rids[i], Row{k, k * 10 + 1, std::string(60, 'b')}));
+    }
+    REQUIRE_OK(txn->Commit());
+    INFO("update commit: " << txn->counters().syncs << " syncs");
+    CHECK(right(txn->counters().syncs));
+  }
+}
+
 TEST_CASE("syncs: a commit counts its syncs in its statement, its transaction and the database",
           "[txn][syncs]") {
   SECTION("forced writes") {

@@ -78,8 +78,9 @@ const std::vector<std::vector<TemplatePage>>& Templates() {
       page::DwRecord r;
       r.seq = 7;
       r.retired_through = 5;
-      for (uint32_t i = 0; i < 20; ++i)
-        r.entries.push_back({100 + i, i % 3 == 0 ? page::kTombstoneSlot : i, 0x1234 * i});
+      for (uint32_t i = 0; i < 20; ++i) r.entries.push_back({100 + i, 3 + i, 0x1234 * i});
+      r.voids = {4};
+      r.commits = {40, 41};
       page::WriteDwRecord(pg.data(), kPs, page::kDoublewriteFirst + 2, r);
       out[static_cast<int>(page::PageType::kDoublewrite)].push_back(
           {pg, page::kDoublewriteFirst + 2});
@@ -334,14 +335,16 @@ void BlobPage(const Page& pg) {
 void DoublewritePage(const Page& pg) {
   absl::StatusOr<page::DwRecord> r = page::ReadDwRecord(pg.data(), kPs);
   if (!r.ok()) return;
-  FUZZ_CHECK(r->entries.size() <= page::DwMaxEntries(kPs), "ReadDwRecord: too many entries");
+  FUZZ_CHECK(r->entries.size() <= page::DwMaxEntries(kPs, static_cast<uint32_t>(r->commits.size())),
+             "ReadDwRecord: too many entries");
   Page p(kPs);
   page::WriteDwRecord(p.data(), kPs, page::GetPageNo(pg.data()), *r);
   FUZZ_CHECK(page::VerifyPage(p.data(), kPs, page::GetPageNo(pg.data()), "fuzz").ok(),
              "a written doublewrite record does not verify");
   absl::StatusOr<page::DwRecord> r2 = page::ReadDwRecord(p.data(), kPs);
   FUZZ_CHECK(r2.ok() && r2->seq == r->seq && r2->retired_through == r->retired_through &&
-                 r2->entries.size() == r->entries.size(),
+                 r2->entries.size() == r->entries.size() && r2->voids == r->voids &&
+                 r2->commits == r->commits,
              "doublewrite record round trip");
   for (size_t i = 0; i < r->entries.size(); ++i) {
     FUZZ_CHECK(r2->entries[i].page_no == r->entries[i].page_no &&

@@ -137,6 +137,19 @@ TEST_CASE("header page: the right magic on a page of another type is rejected", 
   CHECK(absl::IsInvalidArgument(ReadHeader(page.data(), &r, kFile)));
 }
 
+TEST_CASE("header page: an older format version names the upgrade", "[page]") {
+  HeaderFields h = SampleFields(4096);
+  h.format_version = kFormatVersion - 1;
+  auto page = MakeHeader(h);
+  HeaderFields r;
+  absl::Status s = ReadHeader(page.data(), &r, kFile);
+  REQUIRE(absl::IsFailedPrecondition(s));
+  CHECK(Contains(s, absl::StrCat("format version ", kFormatVersion - 1, " is older")));
+  CHECK(Contains(s, "ember-bak -b"));
+  CHECK(Contains(s, "ember-bak -c"));
+  CHECK(Contains(s, kFile));
+}
+
 TEST_CASE("header page: unsupported format version", "[page]") {
   HeaderFields h = SampleFields(4096);
   h.format_version = kFormatVersion + 1;
