@@ -184,6 +184,8 @@ class BufferCache {
   // the doublewrite area first. `start` is what RecoverDoublewrite found at open. Call before
   // any write.
   void EnableDoublewrite(const DwRecovery& start);
+  // Pages one record of the area holds (0 without protection): a flush of more takes several.
+  uint32_t doublewrite_record_pages() const { return dw_ ? dw_->max_items(0) : 0; }
   // At a clean close, after FlushAll: syncs and voids the area's records, so that the next open
   // finds nothing to apply.
   absl::Status RetireDoublewrite();

@@ -438,6 +438,7 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, 
       if (!first_error.ok()) break;
     }
     for (auto [f, no] : levels[lv]) {
+      if (!first_error.ok()) break;  // the disk is failing: the rest stay dirty
       const bool own = held != nullptr && f == held;
       if (!own) {
         bool pinned = false;

@@ -306,8 +306,12 @@ cache::PageRef& TxnManager::HeldTips::For(uint64_t txn, uint64_t per_tip) {
 absl::StatusOr<TxnManager::HeldTips> TxnManager::LatchTips(const std::vector<uint64_t>& txns) {
   HeldTips h;
   util::MutexLock g(tip_mu_);
+  // Every page exists first (Begin made them): EnsureTip flushes the chain, and that flush must
+  // not meet a TIP page this loop already holds latched.
   for (uint64_t t : txns) {
     if (absl::Status s = EnsureTip(t); !s.ok()) return s;
+  }
+  for (uint64_t t : txns) {
     const uint64_t k = t / per_tip_;
     if (std::find(h.index.begin(), h.index.end(), k) != h.index.end()) continue;
     absl::StatusOr<cache::PageRef> r = cache_->Fetch(tips_[k], LatchMode::kExclusive);
@@ -366,8 +370,8 @@ absl::Status TxnManager::FailCommit(const std::vector<uint64_t>& txns, const abs
     return cause;
   }
   // Neither mark is known durable: after a crash each transaction may read as committed (all of
-  // it: its pages were synced in step 1) or as dead. Until a reopen settles it, it stays active
-  // here, so nothing backs its versions out.
+  // it: its record, or its pages and then its TIP page, may have reached the disk) or as dead.
+  // Until a reopen settles it, it stays active here, so nothing backs its versions out.
   {
     util::MutexLock g(active_mu_);
     in_doubt_.insert(txns.begin(), txns.end());

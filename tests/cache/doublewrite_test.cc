@@ -27,8 +27,10 @@ struct DwDb {
   std::unique_ptr<io::File> file;
   std::unique_ptr<BufferCache> cache;
   bool forced;
+  uint32_t capacity;
 
-  explicit DwDb(bool forced_writes = true) : forced(forced_writes) {
+  explicit DwDb(bool forced_writes = true, uint32_t cache_pages = 16)
+      : forced(forced_writes), capacity(cache_pages) {
     io::FileOptions fo;
     fo.mode = io::OpenMode::kCreateNew;
     auto base = VALUE_OR_FAIL(io::OpenPosixFile(dir.File("dw.edb"), fo));
@@ -42,7 +44,7 @@ struct DwDb {
   void Start(const DwRecovery& rec) {
     CacheOptions o;
     o.page_size = kPs;
-    o.capacity = 16;
+    o.capacity = capacity;
     o.forced_writes = forced;
     cache = std::make_unique<BufferCache>(file.get(), o);
     cache->EnableDoublewrite(rec);
@@ -259,6 +261,54 @@ TEST_CASE("doublewrite: a failed record is void: skipped at recovery, the ones a
   // home, so the TIP at home never says committed).
   CHECK(rec.committed == std::vector<uint64_t>{202});
   CHECK((rec.dead.empty() || rec.dead == std::vector<uint64_t>{201}));
+}
+
+// A flush of more pages than one record takes goes out as several records, each synced before
+// its pages go home. Cut at its nth write or sync, then a process crash (what was written stays)
+// or a power loss (what was not synced is lost): after recovery every page holds its old or its
+// new content, and the new ones are whole records, a prefix of the flush.
+TEST_CASE("doublewrite: a flush of several records cut at any write or sync leaves whole records",
+          "[cache][doublewrite]") {
+  constexpr PageNo kPages = 800;
+  for (const bool power_loss : {false, true}) {
+    for (const bool at_sync : {false, true}) {
+      for (uint64_t n = 1; n <= (at_sync ? 4u : 820u); n += at_sync ? 1 : 41) {
+        CAPTURE(power_loss, at_sync, n);
+        DwDb db(/*forced_writes=*/true, /*cache_pages=*/kPages + 64);
+        REQUIRE_OK(db.file->Allocate(uint64_t{kFirst + kPages} * kPs));
+        std::vector<PageNo> all;
+        for (PageNo p = kFirst; p < kFirst + kPages; ++p) {
+          Write(*db.cache, p, 1, NewPage::kPlaced);
+          all.push_back(p);
+        }
+        REQUIRE_OK(db.cache->FlushPages(all));
+        for (PageNo p : all) Write(*db.cache, p, 2, NewPage::kPlaced);
+        if (at_sync) db.fault->FailSyncAfter(n, EIO);
+        else db.fault->FailWriteAfter(n, EIO);
+        const absl::Status s = db.cache->FlushPages(all);
+        db.Crash();
+        if (power_loss) REQUIRE_OK(db.fault->DropUnsynced());
+        db.fault->FailWriteAfter(0, 0);
+        db.fault->FailSyncAfter(0, 0);
+        DwRecovery rec = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
+        size_t fresh = 0;
+        for (PageNo p : all) {
+          const std::string now = db.Page(p);
+          const auto* d = reinterpret_cast<const uint8_t*>(now.data());
+          INFO("page " << p);
+          REQUIRE(page::VerifyPage(d, kPs, p, nullptr).ok());
+          const uint64_t got = StampOf(now);
+          REQUIRE((got == 1 || got == 2));
+          fresh += got == 2;
+        }
+        const size_t per_record = db.cache->doublewrite_record_pages();
+        REQUIRE(per_record * 2 < kPages);
+        INFO("flush: " << s.ToString() << "; pages new after recovery: " << fresh);
+        if (s.ok()) CHECK(fresh == kPages);
+        CHECK((fresh == kPages || fresh % per_record == 0));
+      }
+    }
+  }
 }
 
 // Random writes and flushes over many laps of the ring, a power loss at a random point that drops
