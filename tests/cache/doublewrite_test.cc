@@ -263,6 +263,45 @@ TEST_CASE("doublewrite: a failed record is void: skipped at recovery, the ones a
   CHECK((rec.dead.empty() || rec.dead == std::vector<uint64_t>{201}));
 }
 
+// Recovery itself cut (its nth write or sync fails: a crash while it applies records or voids
+// them), then a process crash or a power loss, then a second open: the same pages as one
+// uninterrupted recovery, and nothing left to apply after it.
+TEST_CASE("doublewrite: a recovery cut at any write or sync is finished by the next open",
+          "[cache][doublewrite]") {
+  const PageNo a = kFirst, b = kFirst + 1, c = kFirst + 2, d = kFirst + 3;
+  for (const bool power_loss : {false, true}) {
+    for (const bool at_sync : {false, true}) {
+      for (uint64_t n = 1; n <= (at_sync ? 3u : 7u); ++n) {
+        CAPTURE(power_loss, at_sync, n);
+        DwDb db;
+        Records r(db);
+        r.Sync(r.Write({a, b}, 1, {301}));
+        r.Sync(r.Write({b, c}, 2, {302}));
+        r.Sync(r.Write({d}, 3, {303}));
+        db.Crash();  // no home write happened: recovery has four pages to write
+        if (at_sync) db.fault->FailSyncAfter(n, EIO);
+        else db.fault->FailWriteAfter(n, EIO);
+        const absl::StatusOr<DwRecovery> cut = RecoverDoublewrite(db.file.get(), kPs);
+        db.fault->FailWriteAfter(0, 0);
+        db.fault->FailSyncAfter(0, 0);
+        if (power_loss) REQUIRE_OK(db.fault->DropUnsynced());
+        INFO("the cut recovery: " << cut.status().ToString());
+        DwRecovery again = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
+        // Applied again in full, or (a marker written whose sync failed, after the pages' own
+        // sync) already void: the pages are home and synced either way.
+        CHECK((again.committed.empty() || again.committed == std::vector<uint64_t>{301, 302, 303}));
+        CHECK(StampOf(db.Page(a)) == 1);
+        CHECK(StampOf(db.Page(b)) == 2);
+        CHECK(StampOf(db.Page(c)) == 2);
+        CHECK(StampOf(db.Page(d)) == 3);
+        DwRecovery third = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
+        CHECK(third.applied == 0);
+        CHECK(third.repaired.empty());
+      }
+    }
+  }
+}
+
 // A flush of more pages than one record takes goes out as several records, each synced before
 // its pages go home. Cut at its nth write or sync, then a process crash (what was written stays)
 // or a power loss (what was not synced is lost): after recovery every page holds its old or its
