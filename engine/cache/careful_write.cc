@@ -257,37 +257,49 @@ absl::Status BufferCache::WriteProtected(Batch& batch) {
   const size_t chunk = dw_->max_items(batch.commits.size());
   std::vector<Doublewrite::Item> dw;
   std::vector<PageNo> copied;
+  std::vector<size_t> home;  // the part's pages written home after the sync (not fresh)
   for (size_t at = 0; at < order.size(); at += chunk) {
     const std::span<const size_t> part =
         std::span<const size_t>(order).subspan(at, std::min(chunk, order.size() - at));
     const bool last = at + part.size() == order.size();
     dw.clear();
     copied.clear();
+    home.clear();
     for (size_t i : part) {
-      dw.push_back({batch.items[i].no, batch.items[i].bytes.get()});
-      copied.push_back(batch.items[i].no);
+      Batch::Item& it = batch.items[i];
+      dw.push_back({it.no, it.bytes.get(), it.fresh});
+      copied.push_back(it.no);
+      if (!it.fresh) home.push_back(i);
     }
     absl::StatusOr<uint64_t> seq = dw_->Write(
         dw, last ? std::span<const uint64_t>(batch.commits) : std::span<const uint64_t>());
     if (!seq.ok()) return seq.status();
-    util::Count(counters_, util::Counter::kDwWrites, copied.size() + 1);
+    // Fresh pages went home with the record: written, and durable with its sync.
+    const uint64_t fresh_epoch = write_epoch_.load();
+    for (size_t i : part) {
+      if (batch.items[i].fresh) {
+        batch.items[i].epoch = fresh_epoch;
+        batch.items[i].done = true;
+      }
+    }
+    util::Count(counters_, util::Counter::kDwWrites, home.size() + 1);
     uint64_t durable = 0;
     absl::Status s;
     if (opts_.forced_writes) s = SyncFile(&durable);
     if (s.ok()) s = dw_->Synced(*seq);
     if (!s.ok()) {
-      dw_->Failed(*seq);  // void: nothing of it goes home
+      dw_->Failed(*seq);  // void: nothing more of it goes home (its fresh pages are linked nowhere)
       return s;
     }
-    s = WriteHome(part, batch);
-    dw_->HomeWritten(*seq, batch.items[part.front()].epoch, s, copied);
+    if (!home.empty()) s = WriteHome(home, batch);
+    dw_->HomeWritten(*seq, home.empty() ? fresh_epoch : batch.items[home.front()].epoch, s, copied);
     if (!s.ok() && durable == 0) return s;
     // A page with a durable image is durable: it needs no sync after its home write, and if the
     // home write failed, recovery puts the image there.
     if (durable != 0) {
       for (size_t i : part) {
         batch.items[i].epoch = durable;
-        batch.items[i].copy_only = !s.ok();
+        batch.items[i].copy_only = !s.ok() && !batch.items[i].fresh;
         batch.items[i].done = true;
       }
     }

@@ -56,11 +56,13 @@ std::optional<DwRecord> RecordAt(Area& a, uint32_t i) {
   return std::move(*r);
 }
 
-// The image the `index`th entry of `rec` names, if its slot holds exactly that copy (written by
-// this record, whole): restores the image's own checksum in place and returns it, else null.
-uint8_t* CopyOf(Area& a, const DwRecord& rec, uint32_t record_slot, uint32_t index) {
+// The image the `index`th entry of `rec` names (the `ordinal`th image of the record), if its slot
+// holds exactly that copy (written by this record, whole): restores the image's own checksum in
+// place and returns it, else null.
+uint8_t* CopyOf(Area& a, const DwRecord& rec, uint32_t record_slot, uint32_t index,
+                uint32_t ordinal) {
   const DwEntry& e = rec.entries[index];
-  if (e.slot != record_slot + 1 + index || e.slot >= a.slots) return nullptr;
+  if (e.slot != record_slot + 1 + ordinal || e.slot >= a.slots) return nullptr;
   uint8_t* p = a.slot(e.slot);
   if (StoredChecksum(p) != page::CopyChecksum(p, a.ps, rec.seq, index)) return nullptr;
   util::Put32(p + page::hdr::kChecksum, e.checksum);
@@ -117,8 +119,31 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
   max_seq = std::max(max_seq, void_through);
   out.marker_serial = newest_marker + 1;
 
+  // The newest record page naming each page (whatever its state): a fresh page's home write is
+  // proven by any later record naming the page, since that was written after its sync.
+  absl::flat_hash_map<PageNo, uint64_t> named;
+  for (const auto& [seq, f] : records) {
+    for (const DwEntry& e : f.rec.entries) {
+      uint64_t& m = named[e.page_no];
+      m = std::max(m, seq);
+    }
+  }
+  absl::StatusOr<uint64_t> file_size = file->Size();
+  if (!file_size.ok()) return file_size.status();
+  std::vector<uint8_t> probe(ps);
+  // Whether the fresh page `e` of record `seq` reached the disk whole.
+  auto home_present = [&](const DwEntry& e, uint64_t seq) -> absl::StatusOr<bool> {
+    if (named[e.page_no] > seq) return true;
+    const uint64_t off = uint64_t{e.page_no} * ps;
+    if (off + ps > *file_size) return false;
+    if (absl::Status s = file->Read(off, probe.data(), ps); !s.ok()) return s;
+    return StoredChecksum(probe.data()) == e.checksum &&
+           page::VerifyPage(probe.data(), ps, e.page_no, nullptr).ok();
+  };
+
   // The chain: consecutive records past the void ones, each applied whole, up to the first that
-  // is missing or incomplete. Each page's newest image wins.
+  // is missing or incomplete. Each page's newest entry wins: an image, or (null) a fresh page
+  // already at home, which no older image may overwrite.
   absl::flat_hash_map<PageNo, const uint8_t*> newest;
   uint64_t seq = void_through + 1;
   for (; seq <= max_seq; ++seq) {
@@ -134,8 +159,14 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
     const Found& f = it->second;
     std::vector<const uint8_t*> images(f.rec.entries.size());
     bool whole = true;
-    for (uint32_t k = 0; k < images.size() && whole; ++k) {
-      images[k] = CopyOf(*area, f.rec, f.slot, k);
+    for (uint32_t k = 0, ordinal = 0; k < images.size() && whole; ++k) {
+      if (f.rec.entries[k].slot == page::kHomeSlot) {
+        absl::StatusOr<bool> there = home_present(f.rec.entries[k], seq);
+        if (!there.ok()) return there.status();
+        whole = *there;
+        continue;
+      }
+      images[k] = CopyOf(*area, f.rec, f.slot, k, ordinal++);
       whole = images[k] != nullptr;
     }
     if (!whole) break;
@@ -152,16 +183,16 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
 
   std::vector<PageNo> order;
   order.reserve(newest.size());
-  for (const auto& [no, copy] : newest) order.push_back(no);
+  for (const auto& [no, copy] : newest) {
+    if (copy) order.push_back(no);
+  }
   std::sort(order.begin(), order.end());
-  absl::StatusOr<uint64_t> size = file->Size();
-  if (!size.ok()) return size.status();
   std::vector<uint8_t> home(ps);
   for (PageNo no : order) {
     const uint8_t* copy = newest[no];
     const uint64_t off = uint64_t{no} * ps;
     bool torn = true;  // missing from the file counts as torn: the write never landed
-    if (off + ps <= *size) {
+    if (off + ps <= *file_size) {
       if (absl::Status s = file->Read(off, home.data(), ps); !s.ok()) return s;
       if (std::memcmp(home.data(), copy, ps) == 0) continue;
       torn = !page::VerifyPage(home.data(), ps, no, nullptr).ok();
@@ -289,7 +320,9 @@ absl::StatusOr<uint32_t> Doublewrite::MakeRoom(uint32_t n, util::MutexLock& lock
 
 absl::StatusOr<uint64_t> Doublewrite::Write(std::span<const Item> items,
                                             std::span<const uint64_t> commits) {
-  const uint32_t n = 1 + static_cast<uint32_t>(items.size());
+  uint32_t images = 0;
+  for (const Item& it : items) images += !it.fresh;
+  const uint32_t n = 1 + images;
   DwRecord rec;
   // The number is handed out and the record written under one lock, so records reach the file
   // in sequence order: a sync after this write covers every lower record.
@@ -307,20 +340,26 @@ absl::StatusOr<uint64_t> Doublewrite::Write(std::span<const Item> items,
   flights_.back().listed_voids = rec.voids;
   pos_ = first + n == ring_ ? 0 : first + n;
   rec.entries.reserve(items.size());
+  uint32_t slot = page::kMarkerSlots + first + 1;
   for (uint32_t k = 0; k < items.size(); ++k) {
     uint8_t* img = items[k].bytes;
     const uint32_t own = StoredChecksum(img);
-    rec.entries.push_back({items[k].no, page::kMarkerSlots + first + 1 + k, own});
-    util::Put32(img + page::hdr::kChecksum, page::CopyChecksum(img, ps_, rec.seq, k));
+    rec.entries.push_back({items[k].no, items[k].fresh ? page::kHomeSlot : slot++, own});
+    if (!items[k].fresh) {
+      util::Put32(img + page::hdr::kChecksum, page::CopyChecksum(img, ps_, rec.seq, k));
+    }
   }
   // WriteDwRecord formats the whole page: no need to zero it first (one per flush).
   const std::unique_ptr<uint8_t[]> head = std::make_unique_for_overwrite<uint8_t[]>(ps_);
   page::WriteDwRecord(head.get(), ps_, SlotPage(first), rec);
   std::vector<io::WriteRequest> reqs;
-  reqs.reserve(n);
+  reqs.reserve(1 + items.size());
   reqs.push_back({uint64_t{SlotPage(first)} * ps_, head.get(), ps_});
   for (uint32_t k = 0; k < items.size(); ++k) {
-    reqs.push_back({uint64_t{SlotPage(first + 1 + k)} * ps_, items[k].bytes, ps_});
+    const uint64_t at = items[k].fresh
+                            ? uint64_t{items[k].no} * ps_
+                            : uint64_t{page::kDoublewriteFirst + rec.entries[k].slot} * ps_;
+    reqs.push_back({at, items[k].bytes, ps_});
   }
   absl::Status s = file_->WriteBatch(reqs);
   for (uint32_t k = 0; k < items.size(); ++k) {

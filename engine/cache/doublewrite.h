@@ -18,8 +18,12 @@
 //   with the record's seq and the copy's index, fails): nothing after it was acknowledged, and
 //   its pages may depend on the missing one. A record whose write or sync failed is void: every
 //   later record page and marker lists it until it is retired, and recovery skips it.
-// - Every page the cache writes gets an image in a record, including a page written for the
-//   first time since its allocation, so a page's newest record holds its newest content.
+// - Every page the cache writes is in a record. A page written for the first time since its
+//   allocation ("fresh": nothing on disk links to it) is written home with the record, before
+//   its sync, instead of getting an image; the record names it with its checksum, and recovery
+//   counts it present when the page at home has that checksum, or when a later record names the
+//   page (that record was written after this one's sync, so the write was durable). An older
+//   image of the same page number is not applied over it: its entry, newer, wins.
 // - A record is retired once its pages' home writes are durable; its slots are overwritten only
 //   after some durable record page or marker says so (`retired_through`): a record recovery
 //   would still apply is never damaged. When no record can declare it in time, a marker does
@@ -84,10 +88,13 @@ class Doublewrite {
   Doublewrite& operator=(const Doublewrite&) = delete;
 
   // One page of a record: its sealed image, about to be written home. Write puts the ring's
-  // checksum into the image for the copy's write and restores it before it returns.
+  // checksum into the image for the copy's write and restores it before it returns. A `fresh`
+  // page (written for the first time since its allocation: nothing on disk links to it) gets no
+  // image: Write writes it home with the record, and the record proves it by its checksum.
   struct Item {
     PageNo no;
     uint8_t* bytes;
+    bool fresh = false;
   };
   // Pages one record takes next to `commits` committed transactions.
   uint32_t max_items(size_t commits) const;

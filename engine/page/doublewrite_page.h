@@ -25,8 +25,12 @@
 //   ...    8*nvoid   seqs of the void records
 //   ...    8*ncommit ids of the committed transactions
 // A copy in the ring is the page's image with its checksum field replaced by CopyChecksum(seq,
-// index): a slot left over from an older record fails that check, so it cannot pass as part of
-// this one. `checksum` in the entry is the image's own (home) checksum, put back on recovery.
+// index), index being the entry's position in the record: a slot left over from an older record
+// fails that check, so it cannot pass as part of this one. `checksum` in the entry is the
+// image's own (home) checksum, put back on recovery. The images fill the slots after the record
+// page in entry order; an entry with slot kHomeSlot (a page written for the first time since its
+// allocation) has no image: it was written home before the record's sync, and `checksum` proves
+// it there.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -42,6 +46,9 @@ constexpr uint32_t kMarkerSlots = 2;
 // record commits at most: the room a record page keeps for those lists.
 constexpr uint32_t kDwMaxVoids = 8;
 constexpr uint32_t kDwMaxCommits = 256;
+// The slot of an entry whose page has no image in the ring: a page written for the first time
+// since its allocation, written home before the record's sync and proven by its checksum.
+constexpr uint32_t kHomeSlot = UINT32_MAX;
 
 // Slots of the area for a page size: 8 MiB worth, at least 256 (so 2048 at 4 KiB, 1024 at
 // 8 KiB, 512 at 16 KiB, 256 at 32 KiB). A flush copies at most a third of the ring per record
@@ -59,7 +66,7 @@ constexpr PageNo DoublewriteEnd(uint32_t page_size) {
 
 struct DwEntry {
   PageNo page_no = 0;
-  uint32_t slot = 0;      // slot of the copy (index in the area, past the marker slots)
+  uint32_t slot = 0;      // slot of the copy (index in the area), or kHomeSlot
   uint32_t checksum = 0;  // the image's own page checksum (what it has at home)
 };
 

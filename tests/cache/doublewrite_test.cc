@@ -2,6 +2,7 @@
 // the doublewrite area, and RecoverDoublewrite repairs torn and lost page writes at open.
 #include "engine/cache/doublewrite.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <random>
@@ -147,14 +148,17 @@ struct Records {
     h.durable = [](uint64_t) { return true; };
     return h;
   }
-  // Writes a record of `pages` at `stamp`, committing `commits`; returns its seq.
-  uint64_t Write(std::vector<PageNo> pages, uint64_t stamp, std::vector<uint64_t> commits = {}) {
+  // Writes a record of `pages` at `stamp`, committing `commits`; `fresh` pages go home with it
+  // (no image). Returns its seq.
+  uint64_t Write(std::vector<PageNo> pages, uint64_t stamp, std::vector<uint64_t> commits = {},
+                 std::vector<PageNo> fresh = {}) {
     std::vector<Doublewrite::Item> items;
     for (PageNo p : pages) {
       images.emplace_back(kPs);
       testing::FillPage(images.back().data(), kPs, p, stamp);
       page::SealPage(images.back().data(), kPs);
-      items.push_back({p, images.back().data()});
+      const bool is_fresh = std::find(fresh.begin(), fresh.end(), p) != fresh.end();
+      items.push_back({p, images.back().data(), is_fresh});
     }
     return VALUE_OR_FAIL(dw.Write(items, commits));
   }
@@ -209,6 +213,50 @@ TEST_CASE("doublewrite: records apply whole and in order, none past an incomplet
   DwRecovery again = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
   CHECK(again.applied == 0);
   CHECK(StampOf(db.Page(a)) == 1);
+}
+
+TEST_CASE("doublewrite: a page written fresh with its record is proven by its checksum at home",
+          "[cache][doublewrite]") {
+  DwDb db;
+  Records r(db);
+  const PageNo a = kFirst, f = kFirst + 1, g = kFirst + 2;
+  SECTION("its home write lost: the record is incomplete, and so is everything after it") {
+    r.Sync(r.Write({f, a}, 1, {401}, /*fresh=*/{f}));
+    r.Sync(r.Write({g}, 2, {402}));
+    db.Put(f, std::string(kPs, '\0'));  // the write never reached the disk
+    DwRecovery rec = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
+    CHECK(rec.applied == 0);
+    CHECK(IsFree(db.Page(a)));  // its record never applied
+    CHECK(IsFree(db.Page(g)));
+    CHECK(rec.dead == std::vector<uint64_t>{401, 402});
+  }
+  SECTION("at home whole: the record applies") {
+    r.Sync(r.Write({f, a}, 1, {401}, /*fresh=*/{f}));
+    DwRecovery rec = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
+    CHECK(rec.applied == 1);
+    CHECK(StampOf(db.Page(a)) == 1);
+    CHECK(StampOf(db.Page(f)) == 1);
+    CHECK(rec.repaired.size() == 1);  // a; f was home already
+  }
+  SECTION("overwritten since by a later record: that record proves it") {
+    r.Sync(r.Write({f, a}, 1, {401}, /*fresh=*/{f}));
+    r.Sync(r.Write({f}, 2, {402}));
+    std::string torn = db.Page(f);  // the later record's home write of f, torn
+    torn[kPs - 1] ^= 0x77;
+    db.Put(f, torn);
+    DwRecovery rec = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
+    CHECK(rec.applied == 2);
+    CHECK(StampOf(db.Page(a)) == 1);
+    CHECK(StampOf(db.Page(f)) == 2);
+    CHECK(rec.committed == std::vector<uint64_t>{401, 402});
+  }
+  SECTION("an older image of the same page number is not applied over it") {
+    r.Sync(r.Write({f}, 5, {401}));       // f, before it was freed
+    r.Sync(r.Write({f}, 1, {402}, {f}));  // allocated again, written fresh
+    DwRecovery rec = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
+    CHECK(rec.applied == 2);
+    CHECK(StampOf(db.Page(f)) == 1);
+  }
 }
 
 TEST_CASE("doublewrite: a copy left in its slot by an older record does not pass for a newer one",

@@ -478,6 +478,7 @@ std::set<uint32_t> LiveCopies(const std::string& file) {
   std::set<uint32_t> out;
   constexpr size_t kSum = page::hdr::kChecksum;
   for (const auto& [p, n] : newest) {
+    if (n.e.slot == page::kHomeSlot) continue;  // written home with its record: no image
     const size_t at = size_t{page::kDoublewriteFirst + n.e.slot} * kPs;
     const auto* copy = reinterpret_cast<const uint8_t*>(file.data()) + at;
     if (util::Get32(copy + kSum) != page::CopyChecksum(copy, kPs, n.seq, n.index)) continue;
