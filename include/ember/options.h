@@ -21,9 +21,10 @@ struct Options {
   uint32_t cache_pages = 2048;  // DefaultDbCachePages: buffer cache size in pages (>= 16)
   bool forced_writes = true;    // ForcedWrites: fsync at commit (off: the OS decides)
   bool use_io_uring = true;     // batch page writes through io_uring when available
-  // Doublewrite: torn-page protection and the one-sync commit. Every page the cache writes goes
-  // first into a record in the doublewrite area of the file (synced with forced writes), then
-  // home; a commit's pages and its commit mark share one record and one sync. A write torn by a
+  // Doublewrite: torn-page protection and the one-sync commit. Every page the cache overwrites
+  // goes first into a record in the doublewrite area of the file (synced with forced writes),
+  // then home (a page written for the first time goes home with the record that names it); a
+  // commit's pages and its commit mark share one record and one sync. A write torn by a
   // crash or a power loss is repaired at the next open. Turn off only on a file system that
   // writes a whole page atomically (ZFS, btrfs with data checksums, a device with atomic 8 KiB
   // writes): then a torn page cannot happen, the copies only cost writes, and a commit costs two
