@@ -163,9 +163,9 @@ class BufferCache {
   // the commit bits of `txns` set) after every other page of the flush. With torn-page
   // protection they all go into the area's records, the tips in the last one, which names
   // `txns` as committed; one sync makes the whole durable.
-  absl::Status FlushCommit(std::span<const uint64_t> txns, std::span<PageRef* const> tips);
+  absl::Status FlushCommit(std::span<const uint64_t> txns, std::span<PageRef> tips);
   // Writes `pages`, which the caller holds latched exclusively (with prerequisites, same rules).
-  absl::Status FlushHeld(std::span<PageRef* const> pages);
+  absl::Status FlushHeld(std::span<PageRef> pages);
   // Writes the given pages (with prerequisites), same rules.
   absl::Status FlushPages(std::span<const PageNo> pages);
   // FlushPages for a write careful write forces before its time (a page that must be on disk
@@ -299,6 +299,8 @@ class BufferCache {
       return std::find(frames.begin(), frames.end(), f) != frames.end();
     }
   };
+  // The dirty frames any of `txns` (or the system) marked, but those `skip` holds.
+  std::vector<Frame*> MarkedBy(std::span<const uint64_t> txns, const LastPages* skip);
   absl::Status WriteLevels(std::vector<std::vector<std::pair<Frame*, PageNo>>>& levels, Frame* held,
                            FlushMode mode, bool force, std::vector<Frame*>* later,
                            LastPages* last = nullptr);

@@ -568,37 +568,32 @@ absl::Status BufferCache::CleanForEviction() {
   return s;
 }
 
-absl::Status BufferCache::FlushTxns(std::span<const uint64_t> txns) {
+std::vector<Frame*> BufferCache::MarkedBy(std::span<const uint64_t> txns, const LastPages* skip) {
   uint64_t mask = kSystemBit;
   for (uint64_t t : txns) mask |= TxnBit(t);
   std::vector<Frame*> roots;
   for (const auto& f : frames_) {
-    if (!f->dirty.load(std::memory_order_acquire)) continue;
+    if (!f->dirty.load(std::memory_order_acquire) || (skip && skip->Holds(f.get()))) continue;
     util::MutexLock g(f->meta);
     if (f->txn_mask & mask) roots.push_back(f.get());
   }
-  return FlushSet(std::move(roots), nullptr);
+  return roots;
 }
 
-absl::Status BufferCache::FlushCommit(std::span<const uint64_t> txns,
-                                      std::span<PageRef* const> tips) {
-  uint64_t mask = kSystemBit;
-  for (uint64_t t : txns) mask |= TxnBit(t);
+absl::Status BufferCache::FlushTxns(std::span<const uint64_t> txns) {
+  return FlushSet(MarkedBy(txns, nullptr), nullptr);
+}
+
+absl::Status BufferCache::FlushCommit(std::span<const uint64_t> txns, std::span<PageRef> tips) {
   LastPages last;
   last.commits = txns;
-  for (PageRef* r : tips) last.frames.push_back(r->frame_);
-  std::vector<Frame*> roots;
-  for (const auto& f : frames_) {
-    if (!f->dirty.load(std::memory_order_acquire) || last.Holds(f.get())) continue;
-    util::MutexLock g(f->meta);
-    if (f->txn_mask & mask) roots.push_back(f.get());
-  }
-  return FlushSet(std::move(roots), nullptr, FlushMode::kDurable, &last);
+  for (PageRef& r : tips) last.frames.push_back(r.frame_);
+  return FlushSet(MarkedBy(txns, &last), nullptr, FlushMode::kDurable, &last);
 }
 
-absl::Status BufferCache::FlushHeld(std::span<PageRef* const> pages) {
+absl::Status BufferCache::FlushHeld(std::span<PageRef> pages) {
   LastPages last;
-  for (PageRef* r : pages) last.frames.push_back(r->frame_);
+  for (PageRef& r : pages) last.frames.push_back(r.frame_);
   return FlushSet({}, nullptr, FlushMode::kDurable, &last);
 }
 

@@ -145,14 +145,16 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
   // is missing or incomplete. Each page's newest entry wins: an image, or (null) a fresh page
   // already at home, which no older image may overwrite.
   absl::flat_hash_map<PageNo, const uint8_t*> newest;
+  auto dead = [&](uint64_t s) {
+    auto it = records.find(s);
+    if (it == records.end()) return;
+    out.dead.insert(out.dead.end(), it->second.rec.commits.begin(), it->second.rec.commits.end());
+  };
   uint64_t seq = void_through + 1;
   for (; seq <= max_seq; ++seq) {
     auto it = records.find(seq);
     if (voided.contains(seq)) {
-      if (it != records.end()) {
-        out.dead.insert(out.dead.end(), it->second.rec.commits.begin(),
-                        it->second.rec.commits.end());
-      }
+      dead(seq);
       continue;
     }
     if (it == records.end()) break;
@@ -175,11 +177,7 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
     ++out.applied;
   }
   // Nothing past the stop was acknowledged: what those records commit is dead.
-  for (; seq <= max_seq; ++seq) {
-    auto it = records.find(seq);
-    if (it == records.end()) continue;
-    out.dead.insert(out.dead.end(), it->second.rec.commits.begin(), it->second.rec.commits.end());
-  }
+  for (; seq <= max_seq; ++seq) dead(seq);
 
   std::vector<PageNo> order;
   order.reserve(newest.size());

@@ -19,11 +19,7 @@ uint32_t CopyChecksum(const uint8_t* page, uint32_t page_size, uint64_t seq, uin
   uint8_t seed[12];
   util::Put64(seed, seq);
   util::Put32(seed + 8, index);
-  const uint8_t zero[4] = {};
-  uint32_t crc = util::Crc32cExtend(0, seed, sizeof seed);
-  crc = util::Crc32cExtend(crc, page, hdr::kChecksum);
-  crc = util::Crc32cExtend(crc, zero, sizeof zero);
-  return util::Crc32cExtend(crc, page + hdr::kChecksum + 4, page_size - (hdr::kChecksum + 4));
+  return ComputeChecksum(page, page_size, util::Crc32c(seed, sizeof seed));
 }
 
 void WriteDwRecord(uint8_t* page, uint32_t page_size, PageNo slot_page_no, const DwRecord& r) {

@@ -67,11 +67,11 @@ void InitPage(uint8_t* page, uint32_t page_size, PageType type, PageNo no) {
   util::Put32(page + hdr::kGeneration, 0);
 }
 
-uint32_t ComputeChecksum(const uint8_t* page, uint32_t page_size) {
+uint32_t ComputeChecksum(const uint8_t* page, uint32_t page_size, uint32_t seed) {
   // The checksum field counts as zero without touching the caller's bytes, so a const page
   // (e.g. a shared buffer-cache frame) can be checked in place.
   static constexpr uint8_t kZero[4] = {0, 0, 0, 0};
-  uint32_t crc = util::Crc32cExtend(0, page, hdr::kChecksum);
+  uint32_t crc = util::Crc32cExtend(seed, page, hdr::kChecksum);
   crc = util::Crc32cExtend(crc, kZero, sizeof kZero);
   return util::Crc32cExtend(crc, page + hdr::kChecksum + 4, page_size - (hdr::kChecksum + 4));
 }

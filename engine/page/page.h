@@ -61,6 +61,7 @@ void SealPage(uint8_t* page, uint32_t page_size);
 // not match. An all-zero page (allocated, never written) passes and reads as PageType::kFree.
 absl::Status VerifyPage(const uint8_t* page, uint32_t page_size, PageNo expected_no,
                         const char* file_for_errors);
-uint32_t ComputeChecksum(const uint8_t* page, uint32_t page_size);
+// `seed`: a CRC32C to extend (0: the page's own checksum).
+uint32_t ComputeChecksum(const uint8_t* page, uint32_t page_size, uint32_t seed = 0);
 
 }  // namespace ember::page

@@ -319,7 +319,6 @@ absl::StatusOr<TxnManager::HeldTips> TxnManager::LatchTips(const std::vector<uin
     h.index.push_back(k);
     h.refs.push_back(std::move(*r));
   }
-  for (cache::PageRef& r : h.refs) h.ptrs.push_back(&r);
   return h;
 }
 
@@ -337,7 +336,7 @@ absl::Status TxnManager::CommitGroup(const std::vector<uint64_t>& txns) {
   // protection one record (or a few, for a big transaction) and one sync; without, careful
   // write (the pages synced, then the TIP pages).
   const uint64_t sync_failures = cache_->SyncFailures();
-  if (absl::Status s = cache_->FlushCommit(txns, tips->ptrs); !s.ok()) {
+  if (absl::Status s = cache_->FlushCommit(txns, tips->refs); !s.ok()) {
     return FailCommit(txns, s, cache_->SyncFailures() != sync_failures, *tips);
   }
   tips->refs.clear();  // unlatch
@@ -361,7 +360,7 @@ absl::Status TxnManager::FailCommit(const std::vector<uint64_t>& txns, const abs
     page::TipSetState(r.data(), t, TxnState::kDead);
     r.Mark(t);
   }
-  absl::Status s = cache_->FlushHeld(tips.ptrs);
+  absl::Status s = cache_->FlushHeld(tips.refs);
   tips.refs.clear();
   // A write that failed put nothing of the marks in the file: dead in the cache is enough (the
   // TIP page is written when it can be).

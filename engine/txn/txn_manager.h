@@ -119,7 +119,6 @@ class TxnManager {
   struct HeldTips {
     std::vector<uint64_t> index;  // TIP block k of each page
     std::vector<cache::PageRef> refs;
-    std::vector<cache::PageRef*> ptrs;
     cache::PageRef& For(uint64_t txn, uint64_t per_tip);
   };
   absl::StatusOr<HeldTips> LatchTips(const std::vector<uint64_t>& txns);
