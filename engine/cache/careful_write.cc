@@ -292,6 +292,12 @@ absl::Status BufferCache::WriteProtected(Batch& batch) {
       return s;
     }
     if (!home.empty()) s = WriteHome(home, batch);
+    if (!s.ok()) {
+      // Only the pages written after the sync may be torn at home: the fresh ones went with the
+      // record and are durable, so the record must not wait for them to be written again.
+      copied.clear();
+      for (size_t i : home) copied.push_back(batch.items[i].no);
+    }
     dw_->HomeWritten(*seq, home.empty() ? fresh_epoch : batch.items[home.front()].epoch, s, copied);
     if (!s.ok() && durable == 0) return s;
     // A page with a durable image is durable: it needs no sync after its home write, and if the
