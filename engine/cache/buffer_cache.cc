@@ -353,18 +353,30 @@ absl::StatusOr<Frame*> BufferCache::ClaimFor(PageNo no, bool clean_only) {
   return f;
 }
 
+uint64_t BufferCache::StartSeq() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
 absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) {
   absl::StatusOr<Frame*> claimed = ClaimFor(no, /*clean_only=*/false);
   if (!claimed.ok()) return claimed.status();
   Frame* f = *claimed;
   absl::Status s;
   if (read) {
-    io_pins_.fetch_add(1, std::memory_order_relaxed);
-    s = file_->Read(uint64_t{no} * opts_.page_size, f->data, opts_.page_size);
-    io_pins_.fetch_sub(1, std::memory_order_release);
-    if (s.ok()) {
-      util::Count(counters_, util::Counter::kReads);
+    // A page whose newest version waits in the doublewrite area to go home is read from there
+    // (asked first: once it is not there, the file has it).
+    if (dw_ && dw_->ReadPending(no, f->data)) {
       s = page::VerifyPage(f->data, opts_.page_size, no, file_->path().c_str());
+    } else {
+      io_pins_.fetch_add(1, std::memory_order_relaxed);
+      s = file_->Read(uint64_t{no} * opts_.page_size, f->data, opts_.page_size);
+      io_pins_.fetch_sub(1, std::memory_order_release);
+      if (s.ok()) {
+        util::Count(counters_, util::Counter::kReads);
+        s = page::VerifyPage(f->data, opts_.page_size, no, file_->path().c_str());
+      }
     }
   } else {
     std::memset(f->data, 0, opts_.page_size);
@@ -421,6 +433,26 @@ void BufferCache::Prefetch(std::span<const PageNo> pages) {
       break;  // no clean frame left: read what was claimed
     }
   }
+  // Pages waiting in the doublewrite area to go home come from there (see Load).
+  auto loaded = [&](PageNo no, Frame* f, absl::Status s) {
+    if (s.ok()) s = page::VerifyPage(f->data, ps, no, file_->path().c_str());
+    if (s.ok()) {
+      f->valid = true;
+      f->ref.store(true, std::memory_order_relaxed);
+      f->latch.unlock();
+      Unpin(f);
+    } else {
+      AbandonLoad(f, no);
+    }
+    io_pins_.fetch_sub(1, std::memory_order_release);
+  };
+  if (dw_) {
+    std::erase_if(claimed, [&](const std::pair<PageNo, Frame*>& c) {
+      if (!dw_->ReadPending(c.first, c.second->data)) return false;
+      loaded(c.first, c.second, absl::OkStatus());
+      return true;
+    });
+  }
   // Runs of consecutive page numbers in one read each; a failed read or a bad page only
   // unmaps what it covers (the caller's Fetch reads again and reports the error).
   std::sort(claimed.begin(), claimed.end());
@@ -432,21 +464,8 @@ void BufferCache::Prefetch(std::span<const PageNo> pages) {
     for (size_t k = i; k < j; ++k) bufs.push_back(claimed[k].second->data);
     const absl::Status rs = file_->ReadBlocks(uint64_t{claimed[i].first} * ps, ps, bufs);
     for (size_t k = i; k < j; ++k) {
-      auto [no, f] = claimed[k];
-      absl::Status s = rs;
-      if (s.ok()) {
-        util::Count(counters_, util::Counter::kReads);
-        s = page::VerifyPage(f->data, ps, no, file_->path().c_str());
-      }
-      if (s.ok()) {
-        f->valid = true;
-        f->ref.store(true, std::memory_order_relaxed);
-        f->latch.unlock();
-        Unpin(f);
-      } else {
-        AbandonLoad(f, no);
-      }
-      io_pins_.fetch_sub(1, std::memory_order_release);
+      if (rs.ok()) util::Count(counters_, util::Counter::kReads);
+      loaded(claimed[k].first, claimed[k].second, rs);
     }
     i = j;
   }

@@ -186,8 +186,16 @@ class BufferCache {
   void EnableDoublewrite(const DwRecovery& start);
   // Pages one record of the area holds (0 without protection): a flush of more takes several.
   uint32_t doublewrite_record_pages() const { return dw_ ? dw_->max_items(0) : 0; }
-  // At a clean close, after FlushAll: syncs and voids the area's records, so that the next open
-  // finds nothing to apply.
+  // Flushes that waited for the area's lazy home writes (doublewrite.h) because it was full.
+  uint64_t doublewrite_stalls() const { return dw_ ? dw_->stalls() : 0; }
+  // Writes home every page the area's records hold (doublewrite.h: they go home lazily) and
+  // syncs: afterwards the file itself holds every page's durable version, as a reader of the
+  // raw file expects (and an open, which reads page 0 before it applies the records).
+  absl::Status Checkpoint();
+  // Writes home what the area's records hold, without a sync: the lazy writer's round, now.
+  absl::Status WriteHomes() { return dw_ ? dw_->WriteHomes() : absl::OkStatus(); }
+  // At a clean close, after FlushAll: writes home what the area's records still hold, syncs, and
+  // voids the records, so that the next open finds nothing to apply.
   absl::Status RetireDoublewrite();
   // Forgets every cached page without writing (after a simulated crash, or on close after a
   // failed flush). REQUIRES: nothing pinned.
@@ -331,8 +339,11 @@ class BufferCache {
   std::unique_ptr<Doublewrite> dw_;                               // null: no torn-page protection
   util::Mutex miss_mu_;                                           // misses, eviction, mapping
   uint32_t clock_hand_ ABSL_GUARDED_BY(miss_mu_) = 0;
-  // Modification sequence numbers: every Mark takes the next one.
-  std::atomic<uint64_t> mark_seq_{1};
+  // Modification sequence numbers: every Mark takes the next one. They start at the clock's
+  // microseconds, so that the page generations taken from them (AddToBatch) seldom repeat
+  // those of an earlier open.
+  std::atomic<uint64_t> mark_seq_{StartSeq()};
+  static uint64_t StartSeq();
   // Write epochs (see the file comment): writes completing now belong to write_epoch_; every
   // write of an epoch <= durable_epoch_ is durable. last_write_epoch_: the newest epoch of any
   // completed write; evicted_epoch_: the newest epoch of a write whose page has left its frame

@@ -65,18 +65,10 @@ struct BufferCache::Batch {
     std::unique_ptr<uint8_t[]> bytes;  // null: nothing to write (clean by the time it was seen)
     bool fresh = false;                // first write since allocation: no protection copy needed
     uint64_t epoch = 0;  // set by the write: the write epoch that tracks its durability
-    // Its home write failed after its doublewrite copy was synced: this version is durable (the
-    // copy is what recovery applies) but the page must be written home again.
-    bool copy_only = false;
-    bool done = false;  // written home, or copy_only
   };
   std::vector<Item> items;
   absl::flat_hash_map<const Frame*, uint64_t> copied;  // frame -> mod_seq of its copy here
-  uint64_t sync_epoch = 0;  // this write epoch must be durable before the batch goes out
-  // Durability is the goal (a commit or close flush), not a clean frame (eviction): a page
-  // whose home write failed after its copy was synced counts as written (see copy_only).
-  bool durable_enough = false;
-  absl::Status home_error;        // a home write that failed after the copies were synced
+  uint64_t sync_epoch = 0;        // this write epoch must be durable before the batch goes out
   std::vector<uint64_t> commits;  // transactions its last record commits (doublewrite.h)
 };
 

@@ -164,7 +164,9 @@ bool BufferCache::AddToBatch(Frame* f, PageNo no, bool own, bool force, Batch& b
       item.fresh = f->fresh;
       item.bytes = TakeCopyBuffer();
       std::memcpy(item.bytes.get(), f->data, ps);
-      page::SealPage(item.bytes.get(), ps);
+      // The version's own generation: two writes of the page differ in it even when their other
+      // bytes do not, which lets recovery tell the copies of a record from older ones at home.
+      page::SealPageAs(item.bytes.get(), ps, static_cast<uint32_t>(item.seq));
       batch.copied[f] = item.seq;
     }
   }
@@ -184,19 +186,13 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
       s = SyncFile();
     }
     if (s.ok()) s = dw_ ? WriteProtected(batch) : WriteHome(all, batch);
-    if (s.ok() && !batch.home_error.ok()) {
-      // Pages left unwritten, or a caller that needs clean frames: the write failed.
-      const bool all_done =
-          std::all_of(all.begin(), all.end(), [&](size_t i) { return batch.items[i].done; });
-      if (!all_done || !batch.durable_enough) s = batch.home_error;
-    }
     if (s.ok()) {
       for (size_t i : all) {
         const uint64_t epoch = batch.items[i].epoch;
         AtomicMax(last_write_epoch_, epoch);
         if (epoch_out) *epoch_out = std::max(*epoch_out, epoch);
       }
-      util::Count(counters_, util::Counter::kWrites, all.size());
+      if (!dw_) util::Count(counters_, util::Counter::kWrites, all.size());  // else: as they go
       if (tls_early_writes > 0) util::Count(counters_, util::Counter::kCycleWrites, all.size());
     }
   }
@@ -208,8 +204,8 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
         it.f->written_seq.store(it.seq, std::memory_order_release);
       }
       it.f->fresh = false;  // on disk now: a page written later may link to it
-      // Clean only if unchanged since the copy (and written home).
-      if (it.f->mod_seq == it.seq && !it.copy_only) {
+      // Clean only if unchanged since the copy.
+      if (it.f->mod_seq == it.seq) {
         it.f->txn_mask = 0;
         it.f->prereqs.clear();
         it.f->dirty.store(false, std::memory_order_release);
@@ -226,7 +222,6 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
   batch.copied.clear();
   batch.commits.clear();
   batch.sync_epoch = 0;
-  batch.home_error = absl::OkStatus();
   return s;
 }
 
@@ -240,10 +235,7 @@ absl::Status BufferCache::WriteHome(std::span<const size_t> items, Batch& batch)
   }
   absl::Status s = file_->WriteBatch(reqs);
   const uint64_t epoch = write_epoch_.load();  // after the writes completed (see SyncFile)
-  for (size_t i : items) {
-    batch.items[i].epoch = epoch;
-    batch.items[i].done = s.ok();
-  }
+  for (size_t i : items) batch.items[i].epoch = epoch;
   return s;
 }
 
@@ -256,63 +248,34 @@ absl::Status BufferCache::WriteProtected(Batch& batch) {
   }
   const size_t chunk = dw_->max_items(batch.commits.size());
   std::vector<Doublewrite::Item> dw;
-  std::vector<PageNo> copied;
-  std::vector<size_t> home;  // the part's pages written home after the sync (not fresh)
   for (size_t at = 0; at < order.size(); at += chunk) {
     const std::span<const size_t> part =
         std::span<const size_t>(order).subspan(at, std::min(chunk, order.size() - at));
     const bool last = at + part.size() == order.size();
     dw.clear();
-    copied.clear();
-    home.clear();
     for (size_t i : part) {
       Batch::Item& it = batch.items[i];
       dw.push_back({it.no, it.bytes.get(), it.fresh});
-      copied.push_back(it.no);
-      if (!it.fresh) home.push_back(i);
     }
+    uint32_t area_pages = 0;
     absl::StatusOr<uint64_t> seq = dw_->Write(
-        dw, last ? std::span<const uint64_t>(batch.commits) : std::span<const uint64_t>());
+        dw, last ? std::span<const uint64_t>(batch.commits) : std::span<const uint64_t>(),
+        &area_pages);
     if (!seq.ok()) return seq.status();
-    // Fresh pages went home with the record: written, and durable with its sync.
-    const uint64_t fresh_epoch = write_epoch_.load();
-    for (size_t i : part) {
-      if (batch.items[i].fresh) {
-        batch.items[i].epoch = fresh_epoch;
-        batch.items[i].done = true;
-      }
-    }
-    util::Count(counters_, util::Counter::kDwWrites, home.size() + 1);
+    util::Count(counters_, util::Counter::kDwWrites, area_pages);
+    // The fresh pages the record proves instead of copying went home with it.
+    util::Count(counters_, util::Counter::kWrites, part.size() + 1 - area_pages);
     uint64_t durable = 0;
     absl::Status s;
     if (opts_.forced_writes) s = SyncFile(&durable);
     if (s.ok()) s = dw_->Synced(*seq);
     if (!s.ok()) {
-      dw_->Failed(*seq);  // void: nothing more of it goes home (its fresh pages are linked nowhere)
+      dw_->Failed(*seq);  // void: nothing of it goes home (its fresh pages are linked nowhere)
       return s;
     }
-    if (!home.empty()) s = WriteHome(home, batch);
-    if (!s.ok()) {
-      // Only the pages written after the sync may be torn at home: the fresh ones went with the
-      // record and are durable, so the record must not wait for them to be written again.
-      copied.clear();
-      for (size_t i : home) copied.push_back(batch.items[i].no);
-    }
-    dw_->HomeWritten(*seq, home.empty() ? fresh_epoch : batch.items[home.front()].epoch, s, copied);
-    if (!s.ok() && durable == 0) return s;
-    // A page with a durable image is durable: it needs no sync after its home write, and if the
-    // home write failed, recovery puts the image there.
-    if (durable != 0) {
-      for (size_t i : part) {
-        batch.items[i].epoch = durable;
-        batch.items[i].copy_only = !s.ok() && !batch.items[i].fresh;
-        batch.items[i].done = true;
-      }
-    }
-    if (!s.ok()) {
-      batch.home_error = s;
-      return absl::OkStatus();  // later chunks: the disk is failing; they stay dirty
-    }
+    // Durable: the record holds every page, and its images go home later (doublewrite.h).
+    const uint64_t epoch = opts_.forced_writes ? durable : write_epoch_.load();
+    for (size_t i : part) batch.items[i].epoch = epoch;
   }
   return absl::OkStatus();
 }
@@ -321,13 +284,22 @@ void BufferCache::EnableDoublewrite(const DwRecovery& start) {
   DwHooks hooks;
   hooks.sync = [this](uint64_t* epoch) { return SyncFile(epoch); };
   hooks.durable = [this](uint64_t epoch) { return Durable(epoch); };
+  hooks.write_epoch = [this]() { return write_epoch_.load(); };
+  hooks.wrote_home = [this](uint64_t pages) { counters_.Add(util::Counter::kWrites, pages); };
   dw_ = std::make_unique<Doublewrite>(file_, opts_.page_size, start, std::move(hooks),
                                       opts_.forced_writes);
 }
 
+absl::Status BufferCache::Checkpoint() {
+  if (dw_) {
+    if (absl::Status s = dw_->WriteHomes(); !s.ok()) return s;
+  }
+  return SyncFile();
+}
+
 absl::Status BufferCache::RetireDoublewrite() {
   if (!dw_) return absl::OkStatus();
-  if (absl::Status s = SyncFile(); !s.ok()) return s;
+  if (absl::Status s = Checkpoint(); !s.ok()) return s;
   return dw_->RetireAll();
 }
 
@@ -441,7 +413,6 @@ absl::Status BufferCache::WriteLevels(std::vector<std::vector<std::pair<Frame*, 
                                       std::vector<Frame*>* later, LastPages* last) {
   const bool evict = mode == FlushMode::kEvict;
   Batch batch;
-  batch.durable_enough = !evict;
   absl::Status first_error;
   uint64_t written = 0;  // newest write epoch of this call's writes
   auto submit = [&]() {
@@ -629,6 +600,7 @@ absl::Status BufferCache::FlushAll() {
 }
 
 void BufferCache::DiscardAll() {
+  if (dw_) dw_->StopWriter();  // what it has not written home stays in the area's records
   util::MutexLock g(miss_mu_);
   for (const auto& f : frames_) {
     PageNo no = f->page_no.load(std::memory_order_relaxed);

@@ -23,7 +23,16 @@
 //   its sync, instead of getting an image; the record names it with its checksum, and recovery
 //   counts it present when the page at home has that checksum, or when a later record names the
 //   page (that record was written after this one's sync, so the write was durable). An older
-//   image of the same page number is not applied over it: its entry, newer, wins.
+//   image of the same page number is not applied over it: its entry, newer, wins. A page goes
+//   home this way only when no record recovery could still walk names its page number (from
+//   before it was freed); otherwise it gets an image like any page.
+// - A record's pages go home lazily. Once its sync returns, the record's images stay in memory
+//   (the ring's mirror) as the pages' newest durable versions: a read of such a page is served
+//   from its newest image, and a background writer writes the newest image of every such page
+//   home in one batch when half the ring waits for it (or a commit finds no room, or the
+//   database closes). A page written by several records goes home once. No sync is added: the
+//   next commit's sync makes those writes durable, and only then may a record page declare the
+//   records retired.
 // - A record is retired once its pages' home writes are durable; its slots are overwritten only
 //   after some durable record page or marker says so (`retired_through`): a record recovery
 //   would still apply is never damaged. When no record can declare it in time, a marker does
@@ -31,10 +40,13 @@
 // Without forced writes nothing is synced, as everywhere else: the area then protects against a
 // process crash (the record's write completes before the home writes start), not a power loss.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <span>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -69,21 +81,45 @@ struct DwRecovery {
 // Reads the area of a database of `page_size`, applies the complete records a crash left (in
 // order, up to the first incomplete one), syncs, and voids every record with a marker (synced).
 // Errors: the read, write or sync error; DataLoss for a record page that verifies but does not
-// decode.
+// decode, and for a record found damaged after it was durable (pages of it or of later records
+// reached their homes): applying the walk would undo acknowledged commits.
 absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t page_size);
+
+// A file to read the area from without writing (a tool's view of a database open elsewhere).
+struct DwSource {
+  uint64_t size = 0;  // bytes in the file
+  std::string path;   // for messages
+  std::function<absl::Status(uint64_t offset, uint8_t* buf, size_t n)> read;
+};
+// What recovery would put home, without writing anything: the newest image of each page in the
+// records it would apply (pages whose durable version is still only in the area, since their
+// home writes are lazy). The file may be written meanwhile: what was read of a record being
+// written is left out. Errors: the read error; DataLoss for a record page that verifies but does
+// not decode.
+absl::StatusOr<absl::flat_hash_map<PageNo, std::vector<uint8_t>>> ReadDoublewriteImages(
+    const DwSource& src, uint32_t page_size);
 
 // What the protocol needs from the buffer cache's write epochs (buffer_cache.h).
 struct DwHooks {
   // Syncs the file; on success, *epoch is a write epoch every write completed before the call
   // belongs to, and it is durable now.
   std::function<absl::Status(uint64_t* epoch)> sync;
-  std::function<bool(uint64_t epoch)> durable;  // writes of this epoch are durable
+  std::function<bool(uint64_t epoch)> durable;     // writes of this epoch are durable
+  std::function<uint64_t()> write_epoch;           // the epoch of a write completed now
+  std::function<void(uint64_t pages)> wrote_home;  // the lazy writer wrote these pages home
+};
+
+// Frees the ring's mirror (util::LargeAlloc'd).
+struct DwMirrorFree {
+  size_t bytes = 0;
+  void operator()(uint8_t* p) const noexcept;
 };
 
 class Doublewrite {
  public:
   Doublewrite(io::File* file, uint32_t page_size, const DwRecovery& start, DwHooks hooks,
               bool forced_writes);
+  ~Doublewrite();  // stops the home writer; what it has not written stays in the ring
   Doublewrite(const Doublewrite&) = delete;
   Doublewrite& operator=(const Doublewrite&) = delete;
 
@@ -101,36 +137,53 @@ class Doublewrite {
 
   // Writes one record: `items` (at most max_items) and the transactions it commits, without a
   // sync. Waits, syncs or writes a marker first when the ring has no room (see the rules above).
-  // Returns the record's sequence number; the caller syncs and then calls Synced, or Failed when
-  // the sync failed. On error the record is void already.
-  absl::StatusOr<uint64_t> Write(std::span<const Item> items, std::span<const uint64_t> commits);
+  // A fresh item whose page still has an image waiting to go home gets an image too (its home
+  // write must not race the older one). Returns the record's sequence number and sets *pages to
+  // the pages written into the area (record page and images); the caller syncs and then calls
+  // Synced, or Failed when the sync failed. On error the record is void already.
+  absl::StatusOr<uint64_t> Write(std::span<const Item> items, std::span<const uint64_t> commits,
+                                 uint32_t* pages);
   // The sync after the record's write succeeded (or, without forced writes, the write did): the
-  // record is durable. An error means an earlier failed record could not be declared void
-  // durably, so this record must not be acknowledged: recovery might stop before it.
+  // record is durable, and its images are now its pages' newest versions until they go home. An
+  // error means an earlier failed record could not be declared void durably, so this record
+  // must not be acknowledged: recovery might stop before it.
   absl::Status Synced(uint64_t seq);
   // The sync after the record's write failed: the record is void (never applied, its home
   // writes never made); later record pages and markers say so.
   void Failed(uint64_t seq);
-  // The record's home writes completed at write epoch `epoch`, or failed with `result`.
-  // `copied`: the pages the record holds. A failed record stays until every one of them is
-  // written again by a later record.
-  void HomeWritten(uint64_t seq, uint64_t epoch, const absl::Status& result,
-                   std::span<const PageNo> copied);
-  // Voids every record. REQUIRES: every home write is done and the file synced (clean close).
+  // If page `no` has an image not yet written home, copies the newest one to `out` and returns
+  // true; otherwise the file holds the page's newest durable version. REQUIRES: the caller owns
+  // the page's frame (no record can take the page meanwhile).
+  bool ReadPending(PageNo no, uint8_t* out);
+  // Writes the newest image of every page waiting to go home, in one batch (the lazy writer's
+  // round; Close's last one). Without a sync: the next sync makes the writes durable. Errors:
+  // the write's; the images stay and the next round writes them again.
+  absl::Status WriteHomes();
+  // Voids every record. REQUIRES: WriteHomes done after the last record, and the file synced
+  // (a clean close).
   absl::Status RetireAll();
+  // Stops the home writer without writing anything more (a simulated crash, a close that
+  // failed): the records keep what it did not write.
+  void StopWriter();
+  // Records that waited for the home writer because the ring was full.
+  uint64_t stalls() const { return stalls_.load(std::memory_order_relaxed); }
 
  private:
   struct Flight {
     uint64_t seq;
     uint32_t first;  // ring index
     uint32_t n;
-    bool home_done = false;
+    bool synced = false;     // durable: its images are pending (Synced), or it is void
+    bool home_done = false;  // its pages' versions are at home (written at home_epoch)
     uint64_t home_epoch = 0;
-    bool failed = false;                  // its home write failed
-    absl::Status error;                   // why
-    absl::flat_hash_set<PageNo> pending;  // failed: pages not written again since
-    uint64_t declares = 0;                // its page's retired_through
-    std::vector<uint64_t> listed_voids;   // the void records its page lists
+    uint64_t declares = 0;                            // its page's retired_through
+    std::vector<uint64_t> listed_voids;               // the void records its page lists
+    std::vector<std::pair<PageNo, uint32_t>> images;  // page, ring index of its image
+  };
+  // The newest durable image of a page not yet written home.
+  struct Pending {
+    uint64_t seq;
+    uint32_t index;  // ring index
   };
   struct Void {
     uint64_t seq;
@@ -149,6 +202,9 @@ class Doublewrite {
   void Declared(uint64_t through) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailedLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<uint64_t> VoidSeqs() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The lazy writer's thread: a WriteHomes round whenever one is asked for.
+  void WriterLoop();
+  uint8_t* Mirror(uint32_t ring_index) const { return mirror_.get() + size_t{ring_index} * ps_; }
   PageNo SlotPage(uint32_t ring_index) const {
     return page::kDoublewriteFirst + page::kMarkerSlots + ring_index;
   }
@@ -159,8 +215,14 @@ class Doublewrite {
   const DwHooks hooks_;
   const bool forced_;
 
+  // The ring's mirror: each slot's image as written, with the page's own checksum. An image is
+  // read (by WriteHomes and ReadPending, without mu_) only while pending_ names it, and its slot
+  // is rewritten only after its record is declared void, which needs it written home first.
+  std::unique_ptr<uint8_t[], DwMirrorFree> mirror_;
+
+  util::Mutex home_mu_;  // one WriteHomes at a time (lock order: home_mu_, mu_, pend_mu_)
   util::Mutex mu_;
-  util::CondVar cv_;                                 // a flight's home writes completed
+  util::CondVar cv_;                                 // a flight was synced, failed or went home
   std::deque<Flight> flights_ ABSL_GUARDED_BY(mu_);  // records not declared void, in seq order
   std::vector<Void> voids_ ABSL_GUARDED_BY(mu_);     // failed records not declared void yet
   uint32_t pos_ ABSL_GUARDED_BY(mu_) = 0;            // next ring index
@@ -169,6 +231,19 @@ class Doublewrite {
   uint64_t declared_ ABSL_GUARDED_BY(mu_);  // records up to this are void, durably
   uint32_t next_marker_ ABSL_GUARDED_BY(mu_);
   uint64_t marker_serial_ ABSL_GUARDED_BY(mu_);
+  // The newest record naming each page number (entries up to declared_ may be dropped).
+  absl::flat_hash_map<PageNo, uint64_t> named_ ABSL_GUARDED_BY(mu_);
+  uint32_t unhomed_ ABSL_GUARDED_BY(mu_) = 0;     // slots of synced flights not home yet
+  bool want_homes_ ABSL_GUARDED_BY(mu_) = false;  // the writer is asked for a round
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t home_rounds_ ABSL_GUARDED_BY(mu_) = 0;  // WriteHomes rounds finished
+  absl::Status home_error_ ABSL_GUARDED_BY(mu_);   // the last round's
+  util::CondVar writer_cv_;                        // wakes the writer
+  std::thread writer_;
+  std::atomic<uint64_t> stalls_{0};
+
+  util::Mutex pend_mu_;
+  absl::flat_hash_map<PageNo, Pending> pending_ ABSL_GUARDED_BY(pend_mu_);
 };
 
 }  // namespace ember::cache

@@ -121,6 +121,7 @@ DatabaseStats DatabaseImpl::stats() {
   s.oldest_snapshot = t.ost;
   s.commits = t.commits;
   s.group_commit_flushes = t.group_flushes;
+  s.doublewrite_stalls = cache_->doublewrite_stalls();
   s.page_count = space_->page_count();
   s.pages_repaired_at_open = repaired_pages_.size();
   s.torn_pages_repaired_at_open = torn_pages_repaired_;

@@ -170,7 +170,7 @@ absl::Status DatabaseImpl::CreateNew() {
   if (absl::Status s = catalog_->Load(); !s.ok()) return s;
   if (absl::Status s = cache_->FlushAll(); !s.ok()) return s;
   if (absl::Status s = WriteHeader(/*clean=*/false); !s.ok()) return s;
-  return cache_->Sync();
+  return cache_->Checkpoint();  // page 0 at home: an open reads its page size before recovery
 }
 
 absl::Status DatabaseImpl::OpenExisting() {

@@ -77,7 +77,11 @@ uint32_t ComputeChecksum(const uint8_t* page, uint32_t page_size, uint32_t seed)
 }
 
 void SealPage(uint8_t* page, uint32_t page_size) {
-  util::Put32(page + hdr::kGeneration, GetGeneration(page) + 1);
+  SealPageAs(page, page_size, GetGeneration(page) + 1);
+}
+
+void SealPageAs(uint8_t* page, uint32_t page_size, uint32_t generation) {
+  util::Put32(page + hdr::kGeneration, generation);
   util::Put32(page + hdr::kChecksum, ComputeChecksum(page, page_size));
 }
 

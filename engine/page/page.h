@@ -57,6 +57,8 @@ void InitPage(uint8_t* page, uint32_t page_size, PageType type, PageNo no);
 
 // Before a write: bumps the generation and stores the checksum.
 void SealPage(uint8_t* page, uint32_t page_size);
+// The same with a given generation (the buffer cache's: one per version of the page it writes).
+void SealPageAs(uint8_t* page, uint32_t page_size, uint32_t generation);
 // After a read: DataLoss naming the page and the file when the checksum or the page number does
 // not match. An all-zero page (allocated, never written) passes and reads as PageType::kFree.
 absl::Status VerifyPage(const uint8_t* page, uint32_t page_size, PageNo expected_no,

@@ -44,6 +44,10 @@ struct DatabaseStats {
   uint64_t commits = 0;
   uint64_t group_commit_flushes = 0;  // flush+fsync rounds; < commits when commits were grouped
                                       // (their syncs: Counters::syncs)
+  // Torn-page protection: the pages of a commit's record go home lazily, written by a
+  // background writer (counted in Counters::writes, the database's only). A flush that found
+  // the area full and waited for that writer (and a sync) counts here.
+  uint64_t doublewrite_stalls = 0;
   uint64_t temp_bytes_in_memory = 0;  // temp space held in memory
   uint64_t temp_bytes_on_disk = 0;    // temp space spilled to files
   uint64_t temp_spills = 0;           // spill blocks created

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "ember/ember.h"
+#include "engine/cache/buffer_cache.h"
+#include "engine/db/database_impl.h"
 #include "engine/page/data_page.h"
 #include "engine/page/doublewrite_page.h"
 #include "tests/support/db_util.h"
@@ -853,7 +855,9 @@ TEST_CASE(
     REQUIRE_OK(txn->Update(f.t, RecordId{rec}, MakeRow(IdOf(row), KOf(row) + 1000, "changed")));
   }
   // The table's first data page (sequence 0) went to disk long ago, holding our versions:
-  // damage it there, as a bad sector would.
+  // damage it there, as a bad sector would (once the doublewrite area's lazy home writes are
+  // done: until then a page evicted is read back from its record's image, not from its home).
+  REQUIRE_OK(static_cast<db::DatabaseImpl*>(f.db.get())->cache()->Checkpoint());
   const uint32_t ps = 4096;
   const std::string bytes = testing::ReadFileBytes(f.tmp.path());
   uint32_t victim = 0;

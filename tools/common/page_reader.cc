@@ -5,11 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cache/doublewrite.h"
 #include "engine/io/file.h"
 
 namespace ember::tools {
@@ -30,6 +33,25 @@ absl::StatusOr<std::unique_ptr<PageReader>> PageReader::Open(const std::string& 
     return s;
   }
   r->header_.page_size = ps;
+  cache::DwSource src;
+  src.size = static_cast<uint64_t>(st.st_size);
+  src.path = path;
+  src.read = [fd, &path](uint64_t off, uint8_t* buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t k = ::pread(fd, buf + got, n - got, static_cast<off_t>(off + got));
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) return io::ErrnoStatus(errno, "pread", path, off + got);
+      if (k == 0) break;  // the file shrank? the rest reads as zeros
+      got += static_cast<size_t>(k);
+    }
+    std::fill(buf + got, buf + n, uint8_t{0});
+    return absl::OkStatus();
+  };
+  absl::StatusOr<absl::flat_hash_map<page::PageNo, std::vector<uint8_t>>> area =
+      cache::ReadDoublewriteImages(src, ps);
+  if (!area.ok()) return area.status();
+  r->overlay_ = std::move(*area);
   std::vector<uint8_t> h(ps);
   if (absl::Status s = r->ReadPage(0, h.data()); !s.ok()) return s;
   if (absl::Status s = page::ReadHeader(h.data(), &r->header_, path.c_str()); !s.ok()) return s;
@@ -46,6 +68,10 @@ uint64_t PageReader::FilePages() const {
 
 absl::Status PageReader::ReadPage(page::PageNo no, uint8_t* buf) {
   const uint32_t ps = page_size();
+  if (auto it = overlay_.find(no); it != overlay_.end()) {
+    std::memcpy(buf, it->second.data(), ps);
+    return absl::OkStatus();
+  }
   const uint64_t off = uint64_t{no} * ps;
   absl::Status last;
   for (int attempt = 0; attempt <= retries_; ++attempt) {

@@ -1,16 +1,18 @@
 // Read-only access to the pages of a database file for the tools that inspect it without
 // opening it as a database (ember-stat): no owner lock (engine/io/owner_lock.h), no cache, no
-// doublewrite recovery, never a write. The file may be open in another process meanwhile.
+// doublewrite recovery written, never a write. The file may be open in another process
+// meanwhile.
 //
-// What such a reader sees of a database another process has open: the pages as last written
-// to the file. Pages the owner holds changed in its cache and has not written yet are seen in
-// their older state; since a commit writes its pages before it returns, every committed
-// transaction's pages are there, but the header page (written only now and then) may be behind
-// on its counters. A page being written while it is read can come back torn (old and new
-// halves), which its checksum catches: ReadPage reads it again a few times, and only a page
-// that still fails is reported as unreadable (DataLoss naming the page and the file). A torn
-// page left by a crash stays unreadable here until the next Database::Open repairs it from the
-// doublewrite area.
+// What such a reader sees of a database another process has open: a commit's pages are durable
+// in the doublewrite area's records and go home lazily (engine/cache/doublewrite.h), so Open
+// reads the records recovery would apply and ReadPage serves their pages from there: the
+// database as of the records at Open, as far as they reach. Pages the owner changed in its
+// cache and has not written yet are seen in their older state, and the header page (written
+// only now and then) may be behind on its counters. A page being written while it is read can
+// come back torn (old and new halves), which its checksum catches: ReadPage reads it again a
+// few times, and only a page that still fails is reported as unreadable (DataLoss naming the
+// page and the file). A torn page left by a crash and not in a record stays unreadable here
+// until the next Database::Open repairs it.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/page/header_page.h"
@@ -44,6 +47,7 @@ class PageReader {
   // A page past the end of the file is OutOfRange.
   absl::Status ReadPage(page::PageNo no, uint8_t* buf);
   uint64_t pages_read() const { return pages_read_; }
+  uint64_t pages_from_area() const { return overlay_.size(); }  // pages the records hold
   uint64_t rereads() const { return rereads_; }  // reads repeated because a check failed
 
  private:
@@ -53,6 +57,7 @@ class PageReader {
   std::string path_;
   int retries_;
   page::HeaderFields header_;
+  absl::flat_hash_map<page::PageNo, std::vector<uint8_t>> overlay_;  // from the area's records
   uint64_t pages_read_ = 0, rereads_ = 0;
 };
 
