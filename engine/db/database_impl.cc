@@ -68,6 +68,11 @@ TableState* DatabaseImpl::TableByIdLocked(uint32_t id) {
   return nullptr;
 }
 
+absl::Status DatabaseImpl::Checkpoint() {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
+  return cache_->Checkpoint();
+}
+
 absl::StatusOr<IndexStats> DatabaseImpl::GetIndexStats(const Index& index) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   if (!index) return absl::InvalidArgumentError("invalid index handle");

@@ -73,6 +73,7 @@ class DatabaseImpl : public Database, public BackupSource {
   absl::StatusOr<TableStats> GetTableStats(const Table& table) override;
   absl::StatusOr<IndexStats> GetIndexStats(const Index& index) override;
   absl::Status CollectGarbage() override;
+  absl::Status Checkpoint() override;
   absl::StatusOr<SweepResult> Sweep(const SweepOptions& options) override;
   absl::StatusOr<BackupResult> Backup(const std::string& path,
                                       const BackupOptions& options) override;

@@ -152,6 +152,12 @@ class Database {
   // Returns its own error, or else the first background error not reported yet (see
   // DatabaseStats::background_errors), once.
   virtual absl::Status CollectGarbage() = 0;
+  // With torn-page protection a commit's pages are durable in the doublewrite area's record and
+  // go home later, in batches (a background writer; Close writes the rest). Checkpoint writes
+  // home every page the records still hold and syncs: the deferred work, done now (what
+  // SQLite's wal_checkpoint is to its WAL). Afterwards the file itself holds every committed
+  // page until the next commit. Errors: the write's or the sync's (the records keep the pages).
+  virtual absl::Status Checkpoint() = 0;
   virtual const Options& options() const = 0;
   // The longest index key this database takes, in encoded bytes over all key columns: NULL
   // 1, int64 / double / BLOB 9, string / bytes 3 + length + one per zero byte. It depends on
