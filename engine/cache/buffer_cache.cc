@@ -104,6 +104,8 @@ BufferCache::BufferCache(io::File* file, const CacheOptions& opts) : file_(file)
 }
 
 BufferCache::~BufferCache() {
+  // First: the area's writer calls back into members destroyed before dw_ (counters_).
+  if (dw_) dw_->StopWriter();
   for (uint32_t i = 0; i < kChunks; ++i) delete[] table_[i].load(std::memory_order_relaxed);
 }
 
