@@ -438,7 +438,7 @@ void Doublewrite::Declared(uint64_t through) {
   declared_ = through;
   while (!flights_.empty() && flights_.front().seq <= declared_) flights_.pop_front();
   if (named_.size() > 2 * size_t{ring_}) {
-    absl::erase_if(named_, [&](const auto& e) { return e.second <= declared_; });
+    absl::erase_if(named_, [through](const auto& e) { return e.second <= through; });
   }
   std::erase_if(voids_, [&](const Void& v) { return v.seq <= through; });
 }
