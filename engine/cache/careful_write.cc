@@ -197,7 +197,10 @@ absl::Status BufferCache::Submit(Batch& batch, uint64_t* epoch_out) {
     }
   }
   for (Batch::Item& it : batch.items) {
-    if (s.ok() && it.bytes) {
+    // With protection, a record that was synced before a later one of the batch failed made its
+    // pages durable: they count as written (their images may go home), so that a later flush
+    // does not copy the same version again.
+    if (it.bytes && (s.ok() || (dw_ && it.epoch != 0))) {
       util::MutexLock g(it.f->meta);
       it.f->written_epoch.store(it.epoch, std::memory_order_release);
       if (it.f->written_seq.load(std::memory_order_relaxed) < it.seq) {
