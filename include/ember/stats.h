@@ -9,7 +9,10 @@ struct Counters {
   uint64_t fetches = 0;  // logical page fetches (a page pinned in the cache)
   uint64_t marks = 0;    // times a page was marked dirty
   uint64_t reads = 0;    // physical page reads
-  uint64_t writes = 0;   // physical page writes (pages written home)
+  // Physical page writes (pages written home). With torn-page protection most go home later,
+  // from the doublewrite area's writer: those count for the database only, not for the
+  // statement or transaction whose commit made them.
+  uint64_t writes = 0;
   // Pages written into the doublewrite area: the images of the pages a record holds and the
   // record pages that list them (Options::doublewrite). Add to `writes` for the total.
   uint64_t dw_writes = 0;
