@@ -4,8 +4,9 @@
 // A page write cut by a crash can leave the page half old and half new; its checksum then fails
 // and the committed rows on it are gone, with the old content too. So the buffer cache never
 // writes a page home before an image of it is durable in the doublewrite area: a flush writes
-// its pages' images into a record (one record page listing them, then the images), syncs once,
-// and only then writes the pages home, without a further sync. A commit's flush puts the TIP
+// its pages' images into a record (one record page listing them, then the images) and syncs
+// once; the pages go home later (see the rules below), without a sync of their own. A commit's
+// flush puts the TIP
 // page, with the commit bits, into the same record as the transaction's pages and names the
 // transactions in it: one write and one sync make the commit durable.
 //
@@ -123,8 +124,8 @@ class Doublewrite {
   Doublewrite(const Doublewrite&) = delete;
   Doublewrite& operator=(const Doublewrite&) = delete;
 
-  // One page of a record: its sealed image, about to be written home. Write puts the ring's
-  // checksum into the image for the copy's write and restores it before it returns. A `fresh`
+  // One page of a record: its sealed image. Write copies it into the ring's mirror, with the
+  // ring's checksum for the copy's write (the caller's bytes are not changed). A `fresh`
   // page (written for the first time since its allocation: nothing on disk links to it) gets no
   // image: Write writes it home with the record, and the record proves it by its checksum.
   struct Item {
