@@ -91,7 +91,7 @@ BufferCache::BufferCache(io::File* file, const CacheOptions& opts) : file_(file)
   // Not zeroed: a frame is read into or zeroed (FetchNew, Load) before it is valid, and memory
   // never touched is not committed, so a large cache costs nothing at open until used. Huge
   // pages when the cache is large (util/large_alloc.h): cheaper first touches, fewer TLB misses.
-  arena_ = {static_cast<uint8_t*>(util::LargeAlloc(bytes, 4096)), FrameArenaFree{bytes}};
+  arena_ = util::AllocPageBlock(bytes);
   frames_.reserve(opts_.capacity);
   for (uint32_t i = 0; i < opts_.capacity; ++i) {
     auto f = std::make_unique<Frame>();
@@ -369,17 +369,13 @@ absl::StatusOr<PageRef> BufferCache::Load(PageNo no, LatchMode mode, bool read) 
   if (read) {
     // A page whose newest version waits in the doublewrite area to go home is read from there
     // (asked first: once it is not there, the file has it).
-    if (dw_ && dw_->ReadPending(no, f->data)) {
-      s = page::VerifyPage(f->data, opts_.page_size, no, file_->path().c_str());
-    } else {
+    if (!dw_ || !dw_->ReadPending(no, f->data)) {
       io_pins_.fetch_add(1, std::memory_order_relaxed);
       s = file_->Read(uint64_t{no} * opts_.page_size, f->data, opts_.page_size);
       io_pins_.fetch_sub(1, std::memory_order_release);
-      if (s.ok()) {
-        util::Count(counters_, util::Counter::kReads);
-        s = page::VerifyPage(f->data, opts_.page_size, no, file_->path().c_str());
-      }
+      if (s.ok()) util::Count(counters_, util::Counter::kReads);
     }
+    if (s.ok()) s = page::VerifyPage(f->data, opts_.page_size, no, file_->path().c_str());
   } else {
     std::memset(f->data, 0, opts_.page_size);
   }

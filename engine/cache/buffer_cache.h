@@ -79,12 +79,6 @@ enum class NewPage {
   kUnlinked,  // nothing on disk links to it (just allocated from a PIP): "fresh" until written
 };
 
-// Frees the frames' memory (util::LargeAlloc'd, 4096-aligned).
-struct FrameArenaFree {
-  size_t bytes = 0;
-  void operator()(uint8_t* p) const noexcept { util::LargeFree(p, bytes, 4096); }
-};
-
 class BufferCache;
 struct Frame;
 
@@ -333,7 +327,7 @@ class BufferCache {
 
   io::File* file_;
   CacheOptions opts_;
-  std::unique_ptr<uint8_t[], FrameArenaFree> arena_;
+  util::PageBlock arena_;
   std::vector<std::unique_ptr<Frame>> frames_;
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> table_;  // chunk pointers
   std::unique_ptr<Doublewrite> dw_;                               // null: no torn-page protection

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "engine/page/page.h"
 #include "engine/util/coding.h"
-#include "engine/util/large_alloc.h"
 
 namespace ember::cache {
 
@@ -145,18 +144,29 @@ absl::StatusOr<Walk> WalkRecords(const DwSource& src, uint32_t ps, bool live) {
       m = std::max(m, seq);
     }
   }
-  const uint64_t* file_size = &src.size;
+  // Page `no` as the file has it now (null past its end), in a buffer the next call reuses.
   std::vector<uint8_t> probe(ps);
+  auto read_home = [&](PageNo no) -> absl::StatusOr<const uint8_t*> {
+    const uint64_t off = uint64_t{no} * ps;
+    if (off + ps > src.size) return nullptr;
+    if (absl::Status s = src.read(off, probe.data(), ps); !s.ok()) return s;
+    return probe.data();
+  };
+  // Whether the page at home is `img`, byte for byte.
+  auto at_home = [&](PageNo no, const uint8_t* img) -> absl::StatusOr<bool> {
+    absl::StatusOr<const uint8_t*> home = read_home(no);
+    if (!home.ok()) return home.status();
+    return *home != nullptr && std::memcmp(*home, img, ps) == 0;
+  };
   // Whether the page of entry `e` of record `seq` reached its home whole (a fresh page's home
   // write, or an image's); a fresh page also when a later record names it (that record was
   // formed after this one's sync, so the write was durable).
   auto home_present = [&](const DwEntry& e, uint64_t seq) -> absl::StatusOr<bool> {
     if (e.slot == page::kHomeSlot && named[e.page_no] > seq) return true;
-    const uint64_t off = uint64_t{e.page_no} * ps;
-    if (off + ps > *file_size) return false;
-    if (absl::Status s = src.read(off, probe.data(), ps); !s.ok()) return s;
-    return StoredChecksum(probe.data()) == e.checksum &&
-           page::VerifyPage(probe.data(), ps, e.page_no, nullptr).ok();
+    absl::StatusOr<const uint8_t*> home = read_home(e.page_no);
+    if (!home.ok()) return home.status();
+    return *home != nullptr && StoredChecksum(*home) == e.checksum &&
+           page::VerifyPage(*home, ps, e.page_no, nullptr).ok();
   };
 
   // The chain: consecutive records past the void ones, each applied whole, up to the first that
@@ -209,10 +219,9 @@ absl::StatusOr<Walk> WalkRecords(const DwSource& src, uint32_t ps, bool live) {
       bool went_home = false;
       for (uint32_t k = 0; k < images.size() && !went_home; ++k) {
         if (!images[k]) continue;
-        const uint64_t off = uint64_t{f.rec.entries[k].page_no} * ps;
-        if (off + ps > *file_size) continue;
-        if (absl::Status s = src.read(off, probe.data(), ps); !s.ok()) return s;
-        went_home = std::memcmp(probe.data(), images[k], ps) == 0;
+        absl::StatusOr<bool> there = at_home(f.rec.entries[k].page_no, images[k]);
+        if (!there.ok()) return there.status();
+        went_home = *there;
       }
       if (!went_home) {
         whole = false;
@@ -268,13 +277,13 @@ absl::StatusOr<Walk> WalkRecords(const DwSource& src, uint32_t ps, bool live) {
            at < area->slots && ordinal < page::DwMaxEntries(ps, 0); ++at, ++ordinal) {
         uint8_t* img = area->slot(at);
         const PageNo no = page::GetPageNo(img);
-        const uint64_t off = uint64_t{no} * ps;
-        if (no < page::DoublewriteEnd(ps) || off + ps > *file_size) continue;
-        if (absl::Status s = src.read(off, probe.data(), ps); !s.ok()) return s;
+        if (no < page::DoublewriteEnd(ps)) continue;
+        absl::StatusOr<const uint8_t*> home = read_home(no);
+        if (!home.ok()) return home.status();
         // At home (the checksum field aside: the ring's replaced the page's own)?
         constexpr size_t kSum = page::hdr::kChecksum;
-        if (std::memcmp(probe.data(), img, kSum) != 0 ||
-            std::memcmp(probe.data() + kSum + 4, img + kSum + 4, ps - kSum - 4) != 0) {
+        if (*home == nullptr || std::memcmp(*home, img, kSum) != 0 ||
+            std::memcmp(*home + kSum + 4, img + kSum + 4, ps - kSum - 4) != 0) {
           continue;
         }
         bool ours = false;
@@ -282,7 +291,7 @@ absl::StatusOr<Walk> WalkRecords(const DwSource& src, uint32_t ps, bool live) {
           ours = StoredChecksum(img) == page::CopyChecksum(img, ps, seq, k);
         }
         if (!ours) continue;
-        util::Put32(img + kSum, StoredChecksum(probe.data()));  // the page's own, as at home
+        util::Put32(img + kSum, StoredChecksum(*home));  // the page's own, as at home
         passed.emplace_back(no, img);
       }
     }
@@ -292,10 +301,9 @@ absl::StatusOr<Walk> WalkRecords(const DwSource& src, uint32_t ps, bool live) {
           std::memcmp(older->second, img, ps) == 0) {
         continue;  // the same bytes as an image the walk applies: no telling them apart
       }
-      const uint64_t off = uint64_t{no} * ps;
-      if (off + ps > *file_size) continue;
-      if (absl::Status s = src.read(off, probe.data(), ps); !s.ok()) return s;
-      if (std::memcmp(probe.data(), img, ps) != 0) continue;
+      absl::StatusOr<bool> there = at_home(no, img);
+      if (!there.ok()) return there.status();
+      if (!*there) continue;
       const std::string where = bad_page == UINT32_MAX
                                     ? absl::StrCat("the doublewrite area of ", src.path)
                                     : absl::StrCat("page ", bad_page, " of ", src.path);
@@ -325,7 +333,6 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
   DwRecovery& out = walk->out;
   auto& newest = walk->newest;
   const uint64_t max_seq = walk->max_seq;
-  const uint64_t* file_size = &src.size;
   std::vector<PageNo> order;
   order.reserve(newest.size());
   for (const auto& [no, copy] : newest) {
@@ -337,7 +344,7 @@ absl::StatusOr<DwRecovery> RecoverDoublewrite(io::File* file, uint32_t ps) {
     const uint8_t* copy = newest[no];
     const uint64_t off = uint64_t{no} * ps;
     bool torn = true;  // missing from the file counts as torn: the write never landed
-    if (off + ps <= *file_size) {
+    if (off + ps <= src.size) {
       if (absl::Status s = file->Read(off, home.data(), ps); !s.ok()) return s;
       if (std::memcmp(home.data(), copy, ps) == 0) continue;
       torn = !page::VerifyPage(home.data(), ps, no, nullptr).ok();
@@ -378,8 +385,6 @@ absl::StatusOr<absl::flat_hash_map<PageNo, std::vector<uint8_t>>> ReadDoublewrit
 
 // ---------------------------------------------------------------- Doublewrite
 
-void DwMirrorFree::operator()(uint8_t* p) const noexcept { util::LargeFree(p, bytes, 4096); }
-
 Doublewrite::Doublewrite(io::File* file, uint32_t page_size, const DwRecovery& start, DwHooks hooks,
                          bool forced_writes)
     : file_(file),
@@ -387,8 +392,7 @@ Doublewrite::Doublewrite(io::File* file, uint32_t page_size, const DwRecovery& s
       ring_(page::DoublewriteSlots(page_size) - page::kMarkerSlots),
       hooks_(std::move(hooks)),
       forced_(forced_writes),
-      mirror_(static_cast<uint8_t*>(util::LargeAlloc(size_t{ring_} * ps_, 4096)),
-              DwMirrorFree{size_t{ring_} * ps_}),
+      mirror_(util::AllocPageBlock(size_t{ring_} * ps_)),
       next_seq_(start.next_seq),
       retired_(start.declared),
       declared_(start.declared),

@@ -56,6 +56,7 @@
 #include "absl/status/statusor.h"
 #include "engine/io/file.h"
 #include "engine/page/doublewrite_page.h"
+#include "engine/util/large_alloc.h"
 #include "engine/util/mutex.h"
 
 namespace ember::cache {
@@ -110,12 +111,6 @@ struct DwHooks {
   std::function<void(uint64_t pages)> wrote_home;  // the lazy writer wrote these pages home
 };
 
-// Frees the ring's mirror (util::LargeAlloc'd).
-struct DwMirrorFree {
-  size_t bytes = 0;
-  void operator()(uint8_t* p) const noexcept;
-};
-
 class Doublewrite {
  public:
   Doublewrite(io::File* file, uint32_t page_size, const DwRecovery& start, DwHooks hooks,
@@ -138,8 +133,8 @@ class Doublewrite {
 
   // Writes one record: `items` (at most max_items) and the transactions it commits, without a
   // sync. Waits, syncs or writes a marker first when the ring has no room (see the rules above).
-  // A fresh item whose page still has an image waiting to go home gets an image too (its home
-  // write must not race the older one). Returns the record's sequence number and sets *pages to
+  // A fresh item whose page number a record recovery could still walk names gets an image too
+  // (see the rules above). Returns the record's sequence number and sets *pages to
   // the pages written into the area (record page and images); the caller syncs and then calls
   // Synced, or Failed when the sync failed. On error the record is void already.
   absl::StatusOr<uint64_t> Write(std::span<const Item> items, std::span<const uint64_t> commits,
@@ -219,7 +214,7 @@ class Doublewrite {
   // The ring's mirror: each slot's image as written, with the page's own checksum. An image is
   // read (by WriteHomes and ReadPending, without mu_) only while pending_ names it, and its slot
   // is rewritten only after its record is declared void, which needs it written home first.
-  std::unique_ptr<uint8_t[], DwMirrorFree> mirror_;
+  util::PageBlock mirror_;
 
   util::Mutex home_mu_;  // one WriteHomes at a time (lock order: home_mu_, mu_, pend_mu_)
   util::Mutex mu_;

@@ -16,6 +16,8 @@
 // new.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <new>
 
 namespace ember::util {
@@ -28,6 +30,17 @@ inline constexpr size_t kLargeAllocMin = size_t{256} << 10;
 // arguments.
 void* LargeAlloc(size_t bytes, size_t align = alignof(std::max_align_t));
 void LargeFree(void* p, size_t bytes, size_t align = alignof(std::max_align_t)) noexcept;
+
+// A block of `bytes` from LargeAlloc, 4096-aligned, not zeroed, freed with it (the buffer
+// cache's frames, the doublewrite area's mirror).
+struct PageBlockFree {
+  size_t bytes = 0;
+  void operator()(uint8_t* p) const noexcept { LargeFree(p, bytes, 4096); }
+};
+using PageBlock = std::unique_ptr<uint8_t[], PageBlockFree>;
+inline PageBlock AllocPageBlock(size_t bytes) {
+  return PageBlock(static_cast<uint8_t*>(LargeAlloc(bytes, 4096)), PageBlockFree{bytes});
+}
 
 // An allocator over LargeAlloc, for containers that grow large (std::vector, std::basic_string).
 template <typename T>

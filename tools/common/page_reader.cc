@@ -17,6 +17,24 @@
 
 namespace ember::tools {
 
+namespace {
+// Reads up to `n` bytes at `off` into `buf`, fewer only at the end of the file; *got: how many.
+absl::Status ReadUpTo(int fd, const std::string& path, uint64_t off, uint8_t* buf, size_t n,
+                      size_t* got) {
+  *got = 0;
+  while (*got < n) {
+    const ssize_t k = ::pread(fd, buf + *got, n - *got, static_cast<off_t>(off + *got));
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return io::ErrnoStatus(errno, "pread", path, off + *got);
+    }
+    if (k == 0) break;
+    *got += static_cast<size_t>(k);
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PageReader>> PageReader::Open(const std::string& path, int retries) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io::ErrnoStatus(errno, "open", path);
@@ -38,15 +56,9 @@ absl::StatusOr<std::unique_ptr<PageReader>> PageReader::Open(const std::string& 
   src.path = path;
   src.read = [fd, &path](uint64_t off, uint8_t* buf, size_t n) {
     size_t got = 0;
-    while (got < n) {
-      const ssize_t k = ::pread(fd, buf + got, n - got, static_cast<off_t>(off + got));
-      if (k < 0 && errno == EINTR) continue;
-      if (k < 0) return io::ErrnoStatus(errno, "pread", path, off + got);
-      if (k == 0) break;  // the file shrank? the rest reads as zeros
-      got += static_cast<size_t>(k);
-    }
-    std::fill(buf + got, buf + n, uint8_t{0});
-    return absl::OkStatus();
+    absl::Status s = ReadUpTo(fd, path, off, buf, n, &got);
+    std::fill(buf + got, buf + n, uint8_t{0});  // the file shrank meanwhile: zeros, as unwritten
+    return s;
   };
   absl::StatusOr<absl::flat_hash_map<page::PageNo, std::vector<uint8_t>>> area =
       cache::ReadDoublewriteImages(src, ps);
@@ -81,15 +93,7 @@ absl::Status PageReader::ReadPage(page::PageNo no, uint8_t* buf) {
       std::this_thread::sleep_for(std::chrono::milliseconds(attempt));
     }
     size_t got = 0;
-    while (got < ps) {
-      const ssize_t n = ::pread(fd_, buf + got, ps - got, static_cast<off_t>(off + got));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return io::ErrnoStatus(errno, "pread", path_, off + got);
-      }
-      if (n == 0) break;
-      got += static_cast<size_t>(n);
-    }
+    if (absl::Status s = ReadUpTo(fd_, path_, off, buf, ps, &got); !s.ok()) return s;
     ++pages_read_;
     if (got < ps) {
       last = absl::OutOfRangeError(
