@@ -415,13 +415,16 @@ void Doublewrite::StopWriter() {
 
 void Doublewrite::WriterLoop() {
   for (;;) {
+    uint64_t through = 0;
     {
       util::MutexLock g(mu_);
-      writer_cv_.Wait(g, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || want_homes_; });
+      writer_cv_.Wait(
+          g, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || want_through_ != 0; });
       if (stop_) return;
-      want_homes_ = false;
+      through = want_through_;
+      want_through_ = 0;
     }
-    (void)WriteHomes();  // an error stays in home_error_: a commit that needs the room hears it
+    (void)WriteHomes(through);  // an error stays in home_error_: a commit that needs room hears it
   }
 }
 
@@ -508,7 +511,7 @@ absl::StatusOr<uint32_t> Doublewrite::MakeRoom(uint32_t n, util::MutexLock& lock
     if (!stalled) stalls_.fetch_add(1, std::memory_order_relaxed);
     stalled = true;
     const uint64_t round = home_rounds_;
-    want_homes_ = true;
+    want_through_ = UINT64_MAX;
     writer_cv_.NotifyOne();
     cv_.Wait(lock,
              [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return home_rounds_ != round || stop_; });
@@ -624,10 +627,7 @@ absl::Status Doublewrite::Synced(uint64_t seq) {
     }
   }
   cv_.NotifyAll();
-  if (unhomed_ >= ring_ / 2 && !want_homes_) {
-    want_homes_ = true;
-    writer_cv_.NotifyOne();
-  }
+  AskSteadyRound();
   return absl::OkStatus();
 }
 
@@ -659,7 +659,24 @@ bool Doublewrite::ReadPending(PageNo no, uint8_t* out) {
   return true;
 }
 
-absl::Status Doublewrite::WriteHomes() {
+void Doublewrite::AskSteadyRound() {
+  const uint32_t high = ring_ / 2;
+  if (unhomed_ <= high) return;
+  uint32_t left = unhomed_;
+  uint64_t through = 0;
+  for (const Flight& f : flights_) {
+    if (left <= high) break;
+    if (!f.synced || f.home_done) continue;
+    left -= f.n;
+    through = f.seq;
+  }
+  if (through > want_through_) {
+    want_through_ = through;
+    writer_cv_.NotifyOne();
+  }
+}
+
+absl::Status Doublewrite::WriteHomes(uint64_t through) {
   util::MutexLock h(home_mu_);
   struct Out {
     PageNo no;
@@ -671,11 +688,14 @@ absl::Status Doublewrite::WriteHomes() {
   {
     util::MutexLock g(mu_);
     for (const Flight& f : flights_) {
+      if (f.seq > through) break;
       if (f.synced && !f.home_done) covered.push_back(f.seq);
     }
     util::MutexLock p(pend_mu_);
     out.reserve(pending_.size());
-    for (const auto& [no, e] : pending_) out.push_back({no, e.seq, e.index});
+    for (const auto& [no, e] : pending_) {
+      if (e.seq <= through) out.push_back({no, e.seq, e.index});
+    }
   }
   if (out.empty() && covered.empty()) return absl::OkStatus();
   std::sort(out.begin(), out.end(), [](const Out& a, const Out& b) { return a.no < b.no; });

@@ -30,7 +30,8 @@
 // - A record's pages go home lazily. Once its sync returns, the record's images stay in memory
 //   (the ring's mirror) as the pages' newest durable versions: a read of such a page is served
 //   from its newest image, and a background writer writes the newest image of every such page
-//   home in one batch when half the ring waits for it (or a commit finds no room, or the
+//   home, oldest records first, in small rounds that keep about half the ring waiting (or all
+//   of them when a commit finds no room, or the
 //   database closes). A page written by several records goes home once. No sync is added: the
 //   next commit's sync makes those writes durable, and only then may a record page declare the
 //   records retired.
@@ -151,10 +152,13 @@ class Doublewrite {
   // true; otherwise the file holds the page's newest durable version. REQUIRES: the caller owns
   // the page's frame (no record can take the page meanwhile).
   bool ReadPending(PageNo no, uint8_t* out);
-  // Writes the newest image of every page waiting to go home, in one batch (the lazy writer's
-  // round; Close's last one). Without a sync: the next sync makes the writes durable. Errors:
-  // the write's; the images stay and the next round writes them again.
-  absl::Status WriteHomes();
+  // Writes home, in one batch, the newest image of every page waiting to go home whose newest
+  // image is in a record up to `through` (all of them by default: Close's last round), and
+  // counts the synced records up to `through` as home. A page of such a record whose newest
+  // image is in a later record is left to that record, which stays until its own pages are
+  // home. Without a sync: the next sync makes the writes durable. Errors: the write's; the
+  // images stay and the next round writes them again.
+  absl::Status WriteHomes(uint64_t through = UINT64_MAX);
   // Voids every record. REQUIRES: WriteHomes done after the last record, and the file synced
   // (a clean close).
   absl::Status RetireAll();
@@ -198,6 +202,11 @@ class Doublewrite {
   void Declared(uint64_t through) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailedLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<uint64_t> VoidSeqs() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps about half the ring waiting to go home: when more waits, asks the writer for the
+  // oldest records' pages, a few each time a record is synced. Small steady rounds spread the
+  // writeback over the commits' syncs instead of loading one sync with a burst; the half that
+  // waits lets a page written again and again go home once per lap of the ring.
+  void AskSteadyRound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The lazy writer's thread: a WriteHomes round whenever one is asked for.
   void WriterLoop();
   uint8_t* Mirror(uint32_t ring_index) const { return mirror_.get() + size_t{ring_index} * ps_; }
@@ -229,8 +238,9 @@ class Doublewrite {
   uint64_t marker_serial_ ABSL_GUARDED_BY(mu_);
   // The newest record naming each page number (entries up to declared_ may be dropped).
   absl::flat_hash_map<PageNo, uint64_t> named_ ABSL_GUARDED_BY(mu_);
-  uint32_t unhomed_ ABSL_GUARDED_BY(mu_) = 0;     // slots of synced flights not home yet
-  bool want_homes_ ABSL_GUARDED_BY(mu_) = false;  // the writer is asked for a round
+  uint32_t unhomed_ ABSL_GUARDED_BY(mu_) = 0;  // slots of synced flights not home yet
+  // The writer is asked for a round up to this record (0: none asked; UINT64_MAX: every page).
+  uint64_t want_through_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t home_rounds_ ABSL_GUARDED_BY(mu_) = 0;  // WriteHomes rounds finished
   absl::Status home_error_ ABSL_GUARDED_BY(mu_);   // the last round's

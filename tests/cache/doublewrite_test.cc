@@ -329,6 +329,32 @@ TEST_CASE("doublewrite: a page written fresh with its record is proven by its ch
   }
 }
 
+TEST_CASE(
+    "doublewrite: a round up to a record leaves a page whose newest image is later to that record",
+    "[cache][doublewrite]") {
+  DwDb db;
+  Records r(db);
+  const PageNo a = kFirst, b = kFirst + 1, c = kFirst + 2, d = kFirst + 3;
+  const uint64_t s1 = r.Write({a, b}, 1, {501});
+  r.Sync(s1);
+  const uint64_t s2 = r.Write({b, c}, 2, {502});
+  r.Sync(s2);
+  REQUIRE_OK(r.dw.WriteHomes(s1));  // the writer's steady round for the oldest record
+  CHECK(StampOf(db.Page(a)) == 1);
+  CHECK(IsFree(db.Page(b)));  // its newest image is record 2's: not written by this round
+  CHECK(IsFree(db.Page(c)));
+  // The next record declares record 1 retired (its home writes are durable here): b's only
+  // durable version is then record 2's image, which recovery applies.
+  const uint64_t s3 = r.Write({d}, 3, {503});
+  r.Sync(s3);
+  DwRecovery rec = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
+  CHECK(rec.committed == std::vector<uint64_t>{502, 503});  // record 1 is retired: not walked
+  CHECK(StampOf(db.Page(a)) == 1);
+  CHECK(StampOf(db.Page(b)) == 2);
+  CHECK(StampOf(db.Page(c)) == 2);
+  CHECK(StampOf(db.Page(d)) == 3);
+}
+
 TEST_CASE("doublewrite: a copy left in its slot by an older record does not pass for a newer one",
           "[cache][doublewrite]") {
   DwDb db;
