@@ -148,6 +148,11 @@ class BufferCache {
   // Whether page `no` as it is now is on disk (durably, with forced writes): what a page that
   // is to say something about it may rely on without an edge.
   bool IsOnDisk(PageNo no);
+  // The version page `no` has now, for IsOnDisk(no, version) later: 0 when it is on disk now.
+  uint64_t VersionNow(PageNo no);
+  // Whether that version of page `no` (or a newer one) is on disk, durably with forced writes.
+  // False also when a newer write of it is not durable yet: ask again later.
+  bool IsOnDisk(PageNo no, uint64_t version);
 
   // Writes every page dirtied by any of `txns` (and every prerequisite still to be written) in
   // precedence order, in batches; with forced writes, syncs where the rules above need it and

@@ -52,6 +52,29 @@ BufferCache::DiskState BufferCache::StateOnDisk(PageNo no) {
 
 bool BufferCache::IsOnDisk(PageNo no) { return StateOnDisk(no).on_disk; }
 
+uint64_t BufferCache::VersionNow(PageNo no) {
+  const DiskState st = StateOnDisk(no);
+  if (st.on_disk) return 0;
+  // Not resident: its eviction's write is not durable yet. A frame that reads it again takes
+  // the current sequence number as written, which is at least this.
+  return st.frame ? st.need : std::max<uint64_t>(1, mark_seq_.load());
+}
+
+bool BufferCache::IsOnDisk(PageNo no, uint64_t version) {
+  if (version == 0) return true;
+  Frame* f = Lookup(no);
+  std::optional<uint64_t> epoch;
+  if (f) {
+    util::MutexLock g(f->meta);
+    if (f->page_no.load(std::memory_order_acquire) == no) {
+      if (f->written_seq.load(std::memory_order_acquire) < version) return false;
+      epoch = f->written_epoch.load(std::memory_order_acquire);
+    }
+  }
+  if (!epoch) epoch = evicted_epoch_.load();  // read after finding it gone (see StateOnDisk)
+  return Durable(*epoch);
+}
+
 absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
   if (first == then.page_no()) return absl::OkStatus();
   // The version of `first` that `then` is about to depend on, and whether it is on disk yet.

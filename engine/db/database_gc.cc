@@ -105,7 +105,8 @@ absl::Status DatabaseImpl::QueueBlobFrees(const TableState* t, uint64_t rec,
   return absl::OkStatus();
 }
 
-absl::Status DatabaseImpl::FreeCollected(TableState* t, std::vector<record::Unlinked>* unlinked) {
+absl::Status DatabaseImpl::FreeCollected(TableState* t, std::vector<record::Unlinked>* unlinked,
+                                         bool when_written) {
   if (unlinked->empty()) return absl::OkStatus();
   // Shared: DropTable sets drop_txn, and FreeDropped frees the pages, under it exclusively.
   util::ReaderLock cat(catalog_mu_);
@@ -113,7 +114,7 @@ absl::Status DatabaseImpl::FreeCollected(TableState* t, std::vector<record::Unli
     t->relation->FreeLater(unlinked);
     return absl::OkStatus();
   }
-  return t->relation->FreeUnlinked(unlinked, cache::kNoOwnerMark);
+  return t->relation->FreeUnlinked(unlinked, cache::kNoOwnerMark, when_written);
 }
 
 absl::Status DatabaseImpl::CollectRecords(TableState* t, std::span<const uint64_t> recs,

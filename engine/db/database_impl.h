@@ -192,8 +192,9 @@ class DatabaseImpl : public Database, public BackupSource {
   // being dropped: then they wait in the relation (Relation::FreeLater) for the drop's freeing,
   // which takes them before it frees the table's pages. A collector that holds no snapshot (the
   // background collector, a sweep) may otherwise free lines on pages the drop has freed and
-  // someone has reused meanwhile.
-  absl::Status FreeCollected(internal::TableState* t, std::vector<record::Unlinked>* unlinked);
+  // someone has reused meanwhile. `when_written`: as Relation::FreeUnlinked's.
+  absl::Status FreeCollected(internal::TableState* t, std::vector<record::Unlinked>* unlinked,
+                             bool when_written = false);
   absl::Status CollectRecords(internal::TableState* t, std::span<const uint64_t> recs,
                               std::vector<record::Unlinked>* unlinked, bool* pending = nullptr,
                               bool* busy = nullptr, CollectTally* tally = nullptr);

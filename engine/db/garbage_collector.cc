@@ -87,7 +87,7 @@ absl::Status GarbageCollector::RunOnce() {
   for (auto& [table, lines] : unfreed) {
     TableState* t = db_->TableById(table);
     if (t == nullptr) continue;  // dropped meanwhile
-    if (absl::Status s = db_->FreeCollected(t, &lines); !s.ok()) {
+    if (absl::Status s = db_->FreeCollected(t, &lines, /*when_written=*/true); !s.ok()) {
       failed(s);
       KeepUnfreed(table, &lines);
     }
@@ -95,9 +95,11 @@ absl::Status GarbageCollector::RunOnce() {
   std::vector<record::Unlinked> unlinked;
   TableState* cur = nullptr;
   auto flush = [&]() {
-    if (cur) cur->relation->TakeLater(&unlinked);  // its pages are written by this flush anyway
+    // With what earlier rounds left waiting: each line goes once the pages that pointed at it
+    // are on disk without the pointer, which no write of this round forces.
+    if (cur) cur->relation->TakeLater(&unlinked);
     if (cur && !unlinked.empty()) {
-      if (absl::Status s = db_->FreeCollected(cur, &unlinked); !s.ok()) {
+      if (absl::Status s = db_->FreeCollected(cur, &unlinked, /*when_written=*/true); !s.ok()) {
         failed(s);
         KeepUnfreed(cur->id, &unlinked);
       }

@@ -67,6 +67,11 @@ struct Unlinked {
   // the relation's BlobFreer, once `from` and `from2` (when set) are written.
   uint64_t blob = 0;
   page::PageNo from2 = page::kNoPage;
+  // The versions of `from` and `from2` that no longer point at it (BufferCache::VersionNow),
+  // once FreeUnlinked has had to wait for them; kUnknownVersion before.
+  static constexpr uint64_t kUnknownVersion = UINT64_MAX;
+  uint64_t from_version = kUnknownVersion;
+  uint64_t from2_version = kUnknownVersion;
 };
 
 // What garbage collection removed from one record (raw rows, for the index keys to drop).
@@ -104,6 +109,11 @@ constexpr size_t kHeadSlack = 16;
 // Room kept free per record on a primary page for its next back version (a small delta), so an
 // update usually keeps the old version on the same page (Firebird reserves space the same way).
 constexpr uint32_t kReservePerRecord = 16;
+
+// Unlinked lines a relation keeps waiting for their pages' writes (FreeUnlinked's
+// `when_written`) before it writes those pages early instead: room they hold is not reused
+// until they are freed.
+constexpr size_t kMaxWaitingFrees = 8192;
 
 // The most hops a walk along a version chain or a fragment chain takes before it reports the
 // chain as looping (damage).
@@ -195,7 +205,11 @@ class Relation {
                                     const VersionCheck& check = {});
   // Writes the pages the lines were unlinked from, then frees the lines (and their fragments).
   // On an error, `*unlinked` keeps what is still to free and can be passed again (a retry).
-  absl::Status FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn);
+  // With `when_written` (a background collector's batch), it writes nothing early: it frees
+  // only what the pages it was unlinked from have reached disk without, and keeps the rest for
+  // a later collection (FreeLater), unless more than kMaxWaitingFrees wait already.
+  absl::Status FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn,
+                            bool when_written = false);
   // Lines to free whose referring pages are dirty and that nothing needs freed soon (a
   // rolled-back transaction's): freeing them now would force those pages out. They wait here
   // until a collection frees a batch of this table (TakeLater), whose flush writes them then.

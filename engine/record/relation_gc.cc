@@ -342,10 +342,41 @@ void Relation::TakeLater(std::vector<Unlinked>* unlinked) {
   later_.clear();
 }
 
-absl::Status Relation::FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn) {
+absl::Status Relation::FreeUnlinked(std::vector<Unlinked>* unlinked, uint64_t mark_txn,
+                                    bool when_written) {
   if (unlinked->empty()) return absl::OkStatus();
+  size_t waiting = 0;
+  if (when_written) {
+    util::MutexLock g(later_mu_);
+    waiting = later_.size();
+  }
+  const bool wait_for_writes = when_written && waiting + unlinked->size() <= kMaxWaitingFrees;
+  if (wait_for_writes) {
+    // Each line goes once its pages are on disk without the pointer: an early write of them
+    // would cost a sync of its own (a collector's batch is often just a page or two). A stored
+    // BLOB goes now, as without `when_written`: until it is freed, Validate counts it orphaned.
+    std::vector<Unlinked> wait;
+    size_t ready = 0;
+    for (Unlinked& u : *unlinked) {
+      bool on_disk = true;
+      for (auto [page, version] :
+           {std::pair{u.from, &u.from_version}, {u.from2, &u.from2_version}}) {
+        if (u.blob != 0 || page == page::kNoPage) continue;
+        if (*version == Unlinked::kUnknownVersion) *version = cache_->VersionNow(page);
+        if (!cache_->IsOnDisk(page, *version)) on_disk = false;
+      }
+      if (on_disk) {
+        (*unlinked)[ready++] = std::move(u);
+      } else {
+        wait.push_back(std::move(u));
+      }
+    }
+    unlinked->resize(ready);
+    FreeLater(&wait);
+  }
   std::vector<PageNo> from;
   for (const Unlinked& u : *unlinked) {
+    if (wait_for_writes && u.blob == 0) continue;  // on disk already (seen above)
     if (u.from != page::kNoPage) from.push_back(u.from);
     if (u.from2 != page::kNoPage) from.push_back(u.from2);
   }
