@@ -272,38 +272,76 @@ absl::Status BufferCache::WriteProtected(Batch& batch) {
   for (size_t i = 0; i < batch.items.size(); ++i) {
     if (batch.items[i].bytes) order.push_back(i);
   }
-  const size_t chunk = dw_->max_items(batch.commits.size());
-  std::vector<Doublewrite::Item> dw;
-  for (size_t at = 0; at < order.size(); at += chunk) {
-    const std::span<const size_t> part =
-        std::span<const size_t>(order).subspan(at, std::min(chunk, order.size() - at));
-    const bool last = at + part.size() == order.size();
-    dw.clear();
-    for (size_t i : part) {
-      Batch::Item& it = batch.items[i];
-      dw.push_back({it.no, it.bytes.get(), it.fresh});
-    }
-    uint32_t area_pages = 0;
-    absl::StatusOr<uint64_t> seq = dw_->Write(
-        dw, last ? std::span<const uint64_t>(batch.commits) : std::span<const uint64_t>(),
-        &area_pages);
-    if (!seq.ok()) return seq.status();
-    util::Count(counters_, util::Counter::kDwWrites, area_pages);
-    // The fresh pages the record proves instead of copying went home with it.
-    util::Count(counters_, util::Counter::kWrites, part.size() + 1 - area_pages);
+  // A batch of fresh pages that commits nothing goes home without a record (AllGoHomeFresh): a
+  // growing BLOB's or a bulk load's new pages cost no sync of their own. Otherwise records are
+  // filled by ring slots, not by pages (a fresh page takes none: it goes home with its record),
+  // and the records written since the last sync share the next one (a sync covers every lower
+  // record), up to max_slots together.
+  struct Written {
+    uint64_t seq;
+    size_t from, to;  // their range in `order`
+  };
+  std::vector<Written> unsynced;
+  uint32_t unsynced_slots = 0;
+  auto sync = [&]() -> absl::Status {
     uint64_t durable = 0;
     absl::Status s;
     if (opts_.forced_writes) s = SyncFile(&durable);
-    if (s.ok()) s = dw_->Synced(*seq);
-    if (!s.ok()) {
-      dw_->Failed(*seq);  // void: nothing of it goes home (its fresh pages are linked nowhere)
-      return s;
-    }
-    // Durable: the record holds every page, and its images go home later (doublewrite.h).
+    // Durable: each record holds its pages, and its images go home later (doublewrite.h). A
+    // record that cannot be acknowledged (Synced's error) and every later one are void.
     const uint64_t epoch = opts_.forced_writes ? durable : write_epoch_.load();
-    for (size_t i : part) batch.items[i].epoch = epoch;
+    for (const Written& w : unsynced) {
+      if (s.ok()) s = dw_->Synced(w.seq);
+      if (!s.ok()) {
+        dw_->Failed(w.seq);  // nothing of it goes home (its fresh pages are linked nowhere)
+        continue;
+      }
+      for (size_t k = w.from; k < w.to; ++k) batch.items[order[k]].epoch = epoch;
+    }
+    unsynced.clear();
+    unsynced_slots = 0;
+    return s;
+  };
+  std::vector<Doublewrite::Item> dw;
+  if (batch.commits.empty()) {
+    for (size_t i : order) {
+      const Batch::Item& it = batch.items[i];
+      dw.push_back({it.no, it.bytes.get(), it.fresh});
+    }
+    if (dw_->AllGoHomeFresh(dw)) {
+      util::Count(counters_, util::Counter::kWrites, order.size());
+      return WriteHome(order, batch);
+    }
   }
-  return absl::OkStatus();
+  for (size_t at = 0; at < order.size();) {
+    if (dw_->max_slots() - unsynced_slots < 2) {
+      if (absl::Status s = sync(); !s.ok()) return s;
+    }
+    const size_t n = std::min<size_t>(dw_->max_entries(batch.commits.size()), order.size() - at);
+    const bool last = at + n == order.size();
+    dw.clear();
+    for (size_t k = at; k < at + n; ++k) {
+      Batch::Item& it = batch.items[order[k]];
+      dw.push_back({it.no, it.bytes.get(), it.fresh});
+    }
+    uint32_t area_pages = 0;
+    size_t taken = 0;
+    absl::StatusOr<uint64_t> seq = dw_->Write(
+        dw, last ? std::span<const uint64_t>(batch.commits) : std::span<const uint64_t>(),
+        &area_pages, dw_->max_slots() - unsynced_slots, &taken);
+    if (!seq.ok()) {
+      // The records written before it are not synced: void, their pages stay to write.
+      for (const Written& w : unsynced) dw_->Failed(w.seq);
+      return seq.status();
+    }
+    util::Count(counters_, util::Counter::kDwWrites, area_pages);
+    // The fresh pages the record proves instead of copying went home with it.
+    util::Count(counters_, util::Counter::kWrites, taken + 1 - area_pages);
+    unsynced.push_back({*seq, at, at + taken});
+    unsynced_slots += area_pages;
+    at += taken;
+  }
+  return sync();
 }
 
 void BufferCache::EnableDoublewrite(const DwRecovery& start) {

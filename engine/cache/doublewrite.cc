@@ -429,7 +429,11 @@ void Doublewrite::WriterLoop() {
 }
 
 uint32_t Doublewrite::max_items(size_t commits) const {
-  return std::min(page::DwMaxEntries(ps_, static_cast<uint32_t>(commits)), ring_ / 3 - 1);
+  return std::min(max_entries(commits), max_slots() - 1);
+}
+
+uint32_t Doublewrite::max_entries(size_t commits) const {
+  return page::DwMaxEntries(ps_, static_cast<uint32_t>(commits));
 }
 
 void Doublewrite::AdvanceRetired() {
@@ -524,9 +528,26 @@ absl::StatusOr<uint32_t> Doublewrite::MakeRoom(uint32_t n, util::MutexLock& lock
   }
 }
 
+bool Doublewrite::AllGoHomeFresh(std::span<const Item> items) {
+  util::MutexLock lock(mu_);
+  return std::all_of(items.begin(), items.end(), [&](const Item& item) {
+    mu_.AssertHeld();
+    auto it = named_.find(item.no);
+    return item.fresh && (it == named_.end() || it->second <= declared_);
+  });
+}
+
 absl::StatusOr<uint64_t> Doublewrite::Write(std::span<const Item> items,
-                                            std::span<const uint64_t> commits, uint32_t* pages) {
+                                            std::span<const uint64_t> commits, uint32_t* pages,
+                                            uint32_t slot_budget, size_t* taken) {
   DwRecord rec;
+  const uint32_t budget = slot_budget == 0 ? max_slots() : std::min(slot_budget, max_slots());
+  if (budget < 2 || items.empty() ||
+      (taken == nullptr && items.size() > max_items(commits.size()))) {
+    return absl::InternalError("doublewrite: a record asked for more than the ring gives it");
+  }
+  const size_t offered = items.size();
+  if (taken) items = items.first(std::min<size_t>(items.size(), max_entries(commits.size())));
   // The number is handed out and the record written under one lock, so records reach the file
   // in sequence order: a sync after this write covers every lower record.
   util::MutexLock lock(mu_);
@@ -536,11 +557,20 @@ absl::StatusOr<uint64_t> Doublewrite::Write(std::span<const Item> items,
   // overwrite it. Otherwise it is copied like any page.
   std::vector<bool> image(items.size());
   uint32_t images = 0;
-  for (size_t k = 0; k < items.size(); ++k) {
-    auto it = named_.find(items[k].no);
-    image[k] = !items[k].fresh || (it != named_.end() && it->second > declared_);
-    images += image[k];
+  size_t take = 0;
+  for (; take < items.size(); ++take) {
+    auto it = named_.find(items[take].no);
+    const bool img = !items[take].fresh || (it != named_.end() && it->second > declared_);
+    if (1 + images + img > budget) break;
+    image[take] = img;
+    images += img;
   }
+  if (take == 0 || (taken == nullptr && take < items.size())) {
+    return absl::InternalError("doublewrite: a record asked for more than the ring gives it");
+  }
+  if (take < offered) commits = {};  // the record that takes the last items names them
+  items = items.first(take);
+  if (taken) *taken = take;
   const uint32_t n = 1 + images;
   absl::StatusOr<uint32_t> start = MakeRoom(n, lock);
   if (!start.ok()) return start.status();

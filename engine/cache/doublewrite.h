@@ -129,17 +129,34 @@ class Doublewrite {
     uint8_t* bytes;
     bool fresh = false;
   };
-  // Pages one record takes next to `commits` committed transactions.
+  // Pages one record takes next to `commits` committed transactions, whether or not they get
+  // images (a flush's batch).
   uint32_t max_items(size_t commits) const;
+  // Entries one record page holds next to `commits` committed transactions.
+  uint32_t max_entries(size_t commits) const;
+  // Ring slots one record may take (its page and its images), and that the records one thread
+  // has written and not synced yet may take together: a third of the ring, so that they never
+  // wait for room that only their own sync can free.
+  uint32_t max_slots() const { return ring_ / 3; }
 
-  // Writes one record: `items` (at most max_items) and the transactions it commits, without a
-  // sync. Waits, syncs or writes a marker first when the ring has no room (see the rules above).
-  // A fresh item whose page number a record recovery could still walk names gets an image too
-  // (see the rules above). Returns the record's sequence number and sets *pages to
+  // Whether every item is fresh and may go home without a record: no record recovery could
+  // still walk names its page number. (A flush that commits nothing writes such a batch home
+  // directly, as careful write does: nothing on disk links to those pages, and a page written
+  // later that links to one is held back until its write is durable.)
+  bool AllGoHomeFresh(std::span<const Item> items);
+  // Writes one record: `items` and the transactions it commits, without a sync. Waits, syncs or
+  // writes a marker first when the ring has no room (see the rules above). A fresh item whose
+  // page number a record recovery could still walk names gets an image too (see the rules
+  // above). With `taken`, the record takes the longest prefix of `items` (at most max_entries)
+  // whose record page and images fit in `slot_budget` slots (at least 2; 0: max_slots), sets
+  // *taken to its length and names `commits` only if it took every item; without, it takes
+  // every item (at most max_items). Returns the record's sequence number and sets *pages to
   // the pages written into the area (record page and images); the caller syncs and then calls
-  // Synced, or Failed when the sync failed. On error the record is void already.
+  // Synced (in sequence order), or Failed when the sync failed. On error the record is void
+  // already.
   absl::StatusOr<uint64_t> Write(std::span<const Item> items, std::span<const uint64_t> commits,
-                                 uint32_t* pages);
+                                 uint32_t* pages, uint32_t slot_budget = 0,
+                                 size_t* taken = nullptr);
   // The sync after the record's write succeeded (or, without forced writes, the write did): the
   // record is durable, and its images are now its pages' newest versions until they go home. An
   // error means an earlier failed record could not be declared void durably, so this record
