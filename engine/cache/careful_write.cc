@@ -309,8 +309,14 @@ absl::Status BufferCache::WriteProtected(Batch& batch) {
       dw.push_back({it.no, it.bytes.get(), it.fresh});
     }
     if (dw_->AllGoHomeFresh(dw)) {
+      absl::Status s = WriteHome(order, batch);
+      if (!s.ok()) {
+        // None counts as written (Submit keeps a page with an epoch): they stay dirty.
+        for (size_t i : order) batch.items[i].epoch = 0;
+        return s;
+      }
       util::Count(counters_, util::Counter::kWrites, order.size());
-      return WriteHome(order, batch);
+      return s;
     }
   }
   for (size_t at = 0; at < order.size();) {
