@@ -168,6 +168,14 @@ TEST_CASE("doublewrite: fresh pages a flush writes without a commit go home with
   CHECK(after.writes == before.writes + 5);
   CHECK(db.cache->SyncCount() == syncs + 1);  // FlushPages's own, at its end: none per record
   for (PageNo p : fresh) CHECK(StampOf(db.Page(p)) == 1);
+  SECTION("a failed home write leaves them dirty, and the next flush writes them") {
+    const PageNo more[] = {kFirst + 10, kFirst + 11};
+    for (PageNo p : more) Write(*db.cache, p, 1, NewPage::kUnlinked);
+    db.fault->FailWriteAfter(2, EIO);
+    CHECK_FALSE(db.cache->FlushPages(more).ok());
+    REQUIRE_OK(db.cache->FlushPages(more));  // still dirty: written now
+    for (PageNo p : more) CHECK(StampOf(db.Page(p)) == 1);
+  }
   SECTION("a page number a record recovery may still walk gets a record like any page") {
     const PageNo old = kFirst + 8;
     Write(*db.cache, old, 1, NewPage::kPlaced);  // copied into a record that names it
