@@ -573,7 +573,7 @@ TEST_CASE(
     cut += powered_off ? 1 : 0;
     const io::WritePathCounts counts = p.file()->write_path_counts();
     if (!powered_off) {  // the workload ended first: aim the later cuts within its writes
-      max_writes = std::max<uint64_t>(max_writes, counts.io_uring + counts.pwrite);
+      max_writes = std::max<uint64_t>(1, counts.io_uring + counts.pwrite);
     }
     p.db->TEST_SimulateCrash();
     std::mt19937_64 loss(child_seed ^ 0x9E37);
