@@ -242,7 +242,8 @@ class BufferCache {
     bool unwritten = false;
     bool on_disk = false;
   };
-  DiskState StateOnDisk(PageNo no);
+  // With `version`, that version of the page (or a newer one) instead of its current one.
+  DiskState StateOnDisk(PageNo no, uint64_t version = 0);
   void MapLocked(PageNo no, uint32_t frame_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(miss_mu_);
   void UnmapLocked(PageNo no) ABSL_EXCLUSIVE_LOCKS_REQUIRED(miss_mu_);
   bool TryPin(Frame* f, PageNo no);

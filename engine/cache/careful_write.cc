@@ -32,14 +32,14 @@ struct EarlyWrites {
 };
 }  // namespace
 
-BufferCache::DiskState BufferCache::StateOnDisk(PageNo no) {
+BufferCache::DiskState BufferCache::StateOnDisk(PageNo no, uint64_t version) {
   DiskState st;
   st.frame = Lookup(no);
   std::optional<uint64_t> epoch;
   if (st.frame) {
     util::MutexLock g(st.frame->meta);
     if (st.frame->page_no.load(std::memory_order_acquire) == no) {
-      st.need = st.frame->mod_seq;
+      st.need = version != 0 ? version : st.frame->mod_seq;
       st.unwritten = st.frame->written_seq.load(std::memory_order_acquire) < st.need;
       epoch = st.frame->written_epoch.load(std::memory_order_acquire);
     }
@@ -61,18 +61,7 @@ uint64_t BufferCache::VersionNow(PageNo no) {
 }
 
 bool BufferCache::IsOnDisk(PageNo no, uint64_t version) {
-  if (version == 0) return true;
-  Frame* f = Lookup(no);
-  std::optional<uint64_t> epoch;
-  if (f) {
-    util::MutexLock g(f->meta);
-    if (f->page_no.load(std::memory_order_acquire) == no) {
-      if (f->written_seq.load(std::memory_order_acquire) < version) return false;
-      epoch = f->written_epoch.load(std::memory_order_acquire);
-    }
-  }
-  if (!epoch) epoch = evicted_epoch_.load();  // read after finding it gone (see StateOnDisk)
-  return Durable(*epoch);
+  return version == 0 || StateOnDisk(no, version).on_disk;
 }
 
 absl::Status BufferCache::AddPrecedence(PageRef& then, PageNo first) {
@@ -303,11 +292,12 @@ absl::Status BufferCache::WriteProtected(Batch& batch) {
     return s;
   };
   std::vector<Doublewrite::Item> dw;
+  dw.reserve(order.size());
+  for (size_t i : order) {
+    const Batch::Item& it = batch.items[i];
+    dw.push_back({it.no, it.bytes.get(), it.fresh});
+  }
   if (batch.commits.empty()) {
-    for (size_t i : order) {
-      const Batch::Item& it = batch.items[i];
-      dw.push_back({it.no, it.bytes.get(), it.fresh});
-    }
     if (dw_->AllGoHomeFresh(dw)) {
       absl::Status s = WriteHome(order, batch);
       if (!s.ok()) {
@@ -323,18 +313,12 @@ absl::Status BufferCache::WriteProtected(Batch& batch) {
     if (dw_->max_slots() - unsynced_slots < 2) {
       if (absl::Status s = sync(); !s.ok()) return s;
     }
-    const size_t n = std::min<size_t>(dw_->max_entries(batch.commits.size()), order.size() - at);
-    const bool last = at + n == order.size();
-    dw.clear();
-    for (size_t k = at; k < at + n; ++k) {
-      Batch::Item& it = batch.items[order[k]];
-      dw.push_back({it.no, it.bytes.get(), it.fresh});
-    }
+    // Write takes what fits of the rest and names the commits only with the last page.
     uint32_t area_pages = 0;
     size_t taken = 0;
-    absl::StatusOr<uint64_t> seq = dw_->Write(
-        dw, last ? std::span<const uint64_t>(batch.commits) : std::span<const uint64_t>(),
-        &area_pages, dw_->max_slots() - unsynced_slots, &taken);
+    absl::StatusOr<uint64_t> seq =
+        dw_->Write(std::span<const Doublewrite::Item>(dw).subspan(at), batch.commits, &area_pages,
+                   dw_->max_slots() - unsynced_slots, &taken);
     if (!seq.ok()) {
       // The records written before it are not synced: void, their pages stay to write.
       for (const Written& w : unsynced) dw_->Failed(w.seq);

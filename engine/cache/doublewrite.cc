@@ -528,12 +528,21 @@ absl::StatusOr<uint32_t> Doublewrite::MakeRoom(uint32_t n, util::MutexLock& lock
   }
 }
 
+bool Doublewrite::NeedsImage(const Item& item) const {
+  // A fresh page goes home directly only if no record recovery may still walk names its page
+  // number (from before it was freed): a home write torn by a crash, in a record that then
+  // fails, would make that record look incomplete; and an older image not yet home could
+  // overwrite it. Otherwise it is copied like any page.
+  if (!item.fresh) return true;
+  auto it = named_.find(item.no);
+  return it != named_.end() && it->second > declared_;
+}
+
 bool Doublewrite::AllGoHomeFresh(std::span<const Item> items) {
   util::MutexLock lock(mu_);
-  return std::all_of(items.begin(), items.end(), [&](const Item& item) {
+  return std::none_of(items.begin(), items.end(), [&](const Item& item) {
     mu_.AssertHeld();
-    auto it = named_.find(item.no);
-    return item.fresh && (it == named_.end() || it->second <= declared_);
+    return NeedsImage(item);
   });
 }
 
@@ -542,30 +551,21 @@ absl::StatusOr<uint64_t> Doublewrite::Write(std::span<const Item> items,
                                             uint32_t slot_budget, size_t* taken) {
   DwRecord rec;
   const uint32_t budget = slot_budget == 0 ? max_slots() : std::min(slot_budget, max_slots());
-  if (budget < 2 || items.empty() ||
-      (taken == nullptr && items.size() > max_items(commits.size()))) {
-    return absl::InternalError("doublewrite: a record asked for more than the ring gives it");
-  }
   const size_t offered = items.size();
-  if (taken) items = items.first(std::min<size_t>(items.size(), max_entries(commits.size())));
+  items = items.first(std::min<size_t>(offered, max_entries(commits.size())));
   // The number is handed out and the record written under one lock, so records reach the file
   // in sequence order: a sync after this write covers every lower record.
   util::MutexLock lock(mu_);
-  // A fresh page goes home directly only if no record recovery may still walk names its page
-  // number (from before it was freed): a home write torn by a crash, in a record that then
-  // fails, would make that record look incomplete; and an older image not yet home could
-  // overwrite it. Otherwise it is copied like any page.
   std::vector<bool> image(items.size());
   uint32_t images = 0;
   size_t take = 0;
   for (; take < items.size(); ++take) {
-    auto it = named_.find(items[take].no);
-    const bool img = !items[take].fresh || (it != named_.end() && it->second > declared_);
+    const bool img = NeedsImage(items[take]);
     if (1 + images + img > budget) break;
     image[take] = img;
     images += img;
   }
-  if (take == 0 || (taken == nullptr && take < items.size())) {
+  if (take == 0 || (taken == nullptr && take < offered)) {
     return absl::InternalError("doublewrite: a record asked for more than the ring gives it");
   }
   if (take < offered) commits = {};  // the record that takes the last items names them

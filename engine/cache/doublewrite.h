@@ -148,12 +148,12 @@ class Doublewrite {
   // writes a marker first when the ring has no room (see the rules above). A fresh item whose
   // page number a record recovery could still walk names gets an image too (see the rules
   // above). With `taken`, the record takes the longest prefix of `items` (at most max_entries)
-  // whose record page and images fit in `slot_budget` slots (at least 2; 0: max_slots), sets
-  // *taken to its length and names `commits` only if it took every item; without, it takes
-  // every item (at most max_items). Returns the record's sequence number and sets *pages to
-  // the pages written into the area (record page and images); the caller syncs and then calls
-  // Synced (in sequence order), or Failed when the sync failed. On error the record is void
-  // already.
+  // whose record page and images fit in `slot_budget` slots (0: max_slots), sets *taken to its
+  // length and names `commits` only if it took every item; without, it takes every item (at
+  // most max_items). InternalError when not even one item fits. Returns the record's sequence
+  // number and sets *pages to the pages written into the area (record page and images); the caller
+  // syncs and then calls Synced (in sequence order), or Failed when the sync failed. On error the
+  // record is void already.
   absl::StatusOr<uint64_t> Write(std::span<const Item> items, std::span<const uint64_t> commits,
                                  uint32_t* pages, uint32_t slot_budget = 0,
                                  size_t* taken = nullptr);
@@ -219,6 +219,8 @@ class Doublewrite {
   void Declared(uint64_t through) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailedLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<uint64_t> VoidSeqs() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `item` must be copied into a record rather than go home fresh (see the rules above).
+  bool NeedsImage(const Item& item) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps about half the ring waiting to go home: when more waits, asks the writer for the
   // oldest records' pages, a few each time a record is synced. Small steady rounds spread the
   // writeback over the commits' syncs instead of loading one sync with a burst; the half that

@@ -247,6 +247,13 @@ struct Records {
     REQUIRE_OK(db.file->Sync());
     REQUIRE_OK(dw.Synced(seq));
   }
+  // Write, then Sync: a durable record.
+  uint64_t WriteSynced(std::vector<PageNo> pages, uint64_t stamp,
+                       std::vector<uint64_t> commits = {}) {
+    const uint64_t seq = Write(std::move(pages), stamp, std::move(commits));
+    Sync(seq);
+    return seq;
+  }
 };
 
 // The slot the `index`th entry of the only record with sequence number `seq` names (kHomeSlot
@@ -277,12 +284,9 @@ TEST_CASE("doublewrite: records apply whole and in order, none past an incomplet
   DwDb db;
   Records r(db);
   const PageNo a = kFirst, b = kFirst + 1, c = kFirst + 2, d = kFirst + 3;
-  const uint64_t s1 = r.Write({a, b}, 1, {101});
-  r.Sync(s1);
-  const uint64_t s2 = r.Write({a, c}, 2, {102});
-  r.Sync(s2);
-  const uint64_t s3 = r.Write({d}, 3, {103});
-  r.Sync(s3);
+  r.WriteSynced({a, b}, 1, {101});
+  const uint64_t s2 = r.WriteSynced({a, c}, 2, {102});
+  r.WriteSynced({d}, 3, {103});
   // The second record's image of c torn after all: the record is incomplete, and the third,
   // whole on disk, depends on it (it was written after it).
   std::string torn = db.Page(CopySlot(db, s2, 1));
@@ -372,18 +376,15 @@ TEST_CASE(
   DwDb db;
   Records r(db);
   const PageNo a = kFirst, b = kFirst + 1, c = kFirst + 2, d = kFirst + 3;
-  const uint64_t s1 = r.Write({a, b}, 1, {501});
-  r.Sync(s1);
-  const uint64_t s2 = r.Write({b, c}, 2, {502});
-  r.Sync(s2);
+  const uint64_t s1 = r.WriteSynced({a, b}, 1, {501});
+  r.WriteSynced({b, c}, 2, {502});
   REQUIRE_OK(r.dw.WriteHomes(s1));  // the writer's steady round for the oldest record
   CHECK(StampOf(db.Page(a)) == 1);
   CHECK(IsFree(db.Page(b)));  // its newest image is record 2's: not written by this round
   CHECK(IsFree(db.Page(c)));
   // The next record declares record 1 retired (its home writes are durable here): b's only
   // durable version is then record 2's image, which recovery applies.
-  const uint64_t s3 = r.Write({d}, 3, {503});
-  r.Sync(s3);
+  r.WriteSynced({d}, 3, {503});
   DwRecovery rec = VALUE_OR_FAIL(RecoverDoublewrite(db.file.get(), kPs));
   CHECK(rec.committed == std::vector<uint64_t>{502, 503});  // record 1 is retired: not walked
   CHECK(StampOf(db.Page(a)) == 1);
